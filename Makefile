@@ -1,0 +1,21 @@
+# The README's two commands. Both create .venv if missing and install the project (pinned in pyproject.toml).
+VENV  := .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.mkb-installed
+
+.PHONY: run test install
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The main job on the embedded default (this machine's CPU): judge the whole shipped suite.
+run: install
+	$(VENV)/bin/mkb problems validate --device cpu
+
+test: install
+	$(PY) -m pytest

@@ -1,0 +1,27 @@
+"""mkb-ray: MetaKernelBench on Ray — judge GPU kernels, run agents, measure whether their skills transfer.
+
+Kept import-light on purpose: the judging worker (`mkb_ray.judge_worker`) runs on bare GPU hosts with only torch,
+numpy and the DSLs installed, and it imports this package first. Public names load lazily.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Verdict", "judge_kernel", "load_problems", "Problem", "JudgeLimits", "JudgeOptions"]
+
+_EXPORTS = {
+    "Verdict": "mkb_ray.verdict",
+    "judge_kernel": "mkb_ray.judge",
+    "JudgeOptions": "mkb_ray.judge",
+    "JudgeLimits": "mkb_ray.worker_process",
+    "load_problems": "mkb_ray.problems",
+    "Problem": "mkb_ray.problems",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'mkb_ray' has no attribute '{name}'")

@@ -1,0 +1,10 @@
+"""The judging worker: the code that runs inside one fresh subprocess per submission.
+
+It imports only the standard library, torch, numpy and the DSL under test, so that it runs on a bare GPU host
+from a plain checkout (`PYTHONPATH=. python -m mkb_ray.judge_worker`). The parent side (`mkb_ray.judge`) sends a
+request on stdin and reads the verdict from a private pipe; nothing the kernel prints can pass for a verdict.
+
+Modules, in pipeline order: `static_checks` (source rules) → `problem_loader` (problem + sidecar + presets) →
+`launches` (DSL compile/launch interception: counting, compile-only, knockout) → `correctness` (MKB tolerance)
+→ `integrity` (runtime guards) → `timing` → `pipeline` (the whole judgement, a plain dict out).
+"""

@@ -1,0 +1,114 @@
+"""The MetaKernelBench correctness contract: a float64 anchor, a tolerance scaled by the reference's own error.
+
+A float output passes when  max|out - anchor| <= factor * max(ref_err, eps(dtype) * max|anchor|) + min_abs,
+where anchor is the reference run on float64 copies of the inputs and ref_err is the error of the reference run
+in the inputs' own dtypes. Integer and boolean outputs must equal the reference exactly. Non-finite values must
+sit exactly where the anchor has them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+
+@dataclass
+class OutputCheck:
+    passed: bool
+    detail: str
+    max_err: float = 0.0
+    bound: float = 0.0
+
+
+def flatten_outputs(result: Any) -> list[Any]:
+    """The reference's return value as a flat list (None for no return value)."""
+    if result is None:
+        return []
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+def to_anchor_inputs(inputs: Sequence[Any]) -> list[Any]:
+    """Float64 copies of the floating inputs (on the same device); everything else cloned as is."""
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            out.append(x.detach().to(torch.float64) if x.is_floating_point() else x.detach().clone())
+        else:
+            out.append(x)
+    return out
+
+
+def clone_inputs(inputs: Sequence[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+@dataclass
+class Expected:
+    """What `solve` must produce for one draw: the reference's outputs in native dtypes and in float64."""
+
+    native: list[Any]
+    anchor: list[Any]
+
+
+def expected_outputs(reference: Callable[..., Any], inputs: Sequence[Any], mutates: Sequence[int]) -> Expected:
+    native_inputs = clone_inputs(inputs)
+    anchor_inputs = to_anchor_inputs(inputs)
+    native = flatten_outputs(reference(*native_inputs)) + [native_inputs[i] for i in mutates]
+    anchor = flatten_outputs(reference(*anchor_inputs)) + [anchor_inputs[i] for i in mutates]
+    return Expected(native, anchor)
+
+
+def produced_outputs(result: Any, inputs: Sequence[Any], mutates: Sequence[int]) -> list[Any]:
+    return flatten_outputs(result) + [inputs[i] for i in mutates]
+
+
+def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: float) -> OutputCheck:
+    if not isinstance(native, torch.Tensor):
+        ok = out == native
+        return OutputCheck(bool(ok), "equal" if ok else f"expected {native!r}, got {out!r}")
+    if not isinstance(out, torch.Tensor):
+        return OutputCheck(False, f"expected a tensor, got {type(out).__name__}")
+    if tuple(out.shape) != tuple(native.shape):
+        return OutputCheck(False, f"shape {tuple(out.shape)} != expected {tuple(native.shape)}")
+    if out.dtype != native.dtype:
+        return OutputCheck(False, f"dtype {out.dtype} != expected {native.dtype}")
+    if out.device.type != native.device.type:
+        return OutputCheck(False, f"device {out.device} != expected {native.device}")
+    if not native.is_floating_point():
+        mismatches = int((out != native).sum())
+        return OutputCheck(mismatches == 0, f"{mismatches} of {native.numel()} elements differ (exact match required)",
+                           float(mismatches))
+    got = out.detach().to(torch.float64)
+    want = anchor.detach().to(torch.float64)
+    finite = torch.isfinite(want)
+    if not bool(torch.equal(torch.isfinite(got), finite)):
+        bad = int((torch.isfinite(got) != finite).sum())
+        return OutputCheck(False, f"{bad} elements are NaN/Inf where the anchor is finite (or the reverse)")
+    if not bool(finite.all()) and not bool(torch.equal(got[~finite].nan_to_num(), want[~finite].nan_to_num())):
+        return OutputCheck(False, "non-finite values differ from the anchor's")
+    if not bool(finite.any()):
+        return OutputCheck(True, "all values non-finite and matching")
+    ref_err = float((native.detach().to(torch.float64) - want)[finite].abs().max())
+    scale = float(want[finite].abs().max())
+    bound = factor * max(ref_err, torch.finfo(native.dtype).eps * scale) + min_abs
+    max_err = float((got - want)[finite].abs().max())
+    return OutputCheck(max_err <= bound, f"max|out-anchor|={max_err:.3g} bound={bound:.3g} (ref_err={ref_err:.3g})",
+                       max_err, bound)
+
+
+def compare(outputs: Sequence[Any], expected: Expected, factor: float, min_abs: float) -> OutputCheck:
+    """Check every output; the first failing one decides the detail."""
+    if len(outputs) != len(expected.native):
+        return OutputCheck(False, f"{len(outputs)} outputs, expected {len(expected.native)}")
+    worst = OutputCheck(True, "no outputs")
+    for index, (out, native, anchor) in enumerate(zip(outputs, expected.native, expected.anchor)):
+        check = _compare_one(out, native, anchor, factor, min_abs)
+        check.detail = f"output {index}: {check.detail}"
+        if not check.passed:
+            return check
+        if index == 0 or check.max_err / max(check.bound, 1e-300) > worst.max_err / max(worst.bound, 1e-300):
+            worst = check
+    return worst

@@ -1,0 +1,274 @@
+"""Interception of DSL compiles and launches: the judge's view of what a kernel actually ran.
+
+Before the submission is imported, `LaunchMonitor.install()` replaces the DSLs' public entry points
+(`cutlass.cute.compile`, `cutlass.cute.runtime.from_dlpack`, `tvm.compile`) with wrappers. Every compiled kernel
+the submission gets back is a `MonitoredKernel`; calling it is a launch, counted per `solve` call. The monitor's
+mode decides what a launch does:
+
+- `execute`: run the kernel (the normal path);
+- `compile_only`: a GPU kernel on a machine without a GPU; nothing runs, the compile produced PTX and is recorded;
+- `probe`: run the kernel and note which tensor arguments it wrote (and whether it only copied an input);
+- `knockout`: skip the kernel and poison the arguments the probe saw it write, so outputs that still pass
+  prove the DSL part was decoration.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+MODES = ("execute", "compile_only", "probe", "knockout")
+
+
+@dataclass
+class CompileRecord:
+    dsl: str
+    target: str
+    seconds: float
+    ptx_bytes: int = 0
+    executes: bool = True
+
+
+@dataclass
+class CallRecord:
+    """What one `solve` call launched."""
+
+    launches: int = 0
+    stub_launches: int = 0
+    written: list[list[int]] = field(default_factory=list)  # per launch: indices of args it wrote (probe)
+    copy_only: list[bool] = field(default_factory=list)  # per launch: every written arg equals an input arg
+
+
+def _poison(tensor: torch.Tensor) -> None:
+    if tensor.is_floating_point():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype == torch.bool:
+        tensor.copy_(~tensor)
+    else:
+        tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+
+
+class LaunchMonitor:
+    """Owns the patched DSL entry points and the per-call launch records."""
+
+    def __init__(self, has_gpu: bool, ptx_cache_dir: Path | None = None) -> None:
+        self.has_gpu = has_gpu
+        self.mode = "execute"
+        self.ptx_cache_dir = ptx_cache_dir
+        self.compiles: list[CompileRecord] = []
+        self.compile_error: str | None = None  # the DSL's message when a compile raised
+        self.current = CallRecord()
+        self._probe_written: list[list[int]] = []
+        self._dlpack_sources: dict[int, tuple[Any, torch.Tensor]] = {}
+        self.patched: dict[str, Callable[..., Any]] = {}
+
+    # ----- per-call bookkeeping -------------------------------------------------------------------------
+    def begin_call(self, mode: str = "execute") -> None:
+        assert mode in MODES, mode
+        if self.mode == "compile_only":
+            mode = "compile_only"
+        self.mode = mode
+        self.current = CallRecord()
+
+    def end_call(self) -> CallRecord:
+        record = self.current
+        if self.mode == "probe":
+            self._probe_written = [list(w) for w in record.written]
+        self._dlpack_sources.clear()
+        return record
+
+    def force_compile_only(self) -> None:
+        self.mode = "compile_only"
+
+    # ----- the launch path ------------------------------------------------------------------------------
+    def _torch_view(self, arg: Any) -> torch.Tensor | None:
+        if isinstance(arg, torch.Tensor):
+            return arg
+        source = self._dlpack_sources.get(id(arg))
+        if source is not None and source[0] is arg:
+            return source[1]
+        return None
+
+    def launch(self, kernel: Callable[..., Any], executes: bool, args: tuple[Any, ...], kwargs: dict) -> Any:
+        record = self.current
+        index = record.launches
+        record.launches += 1
+        if not executes:
+            record.stub_launches += 1
+            return None
+        if self.mode == "knockout":
+            written = self._probe_written[index] if index < len(self._probe_written) else []
+            for position in written:
+                tensor = self._torch_view(args[position]) if position < len(args) else None
+                if tensor is not None:
+                    _poison(tensor)
+            return None
+        if self.mode != "probe":
+            return kernel(*args, **kwargs)
+        views = [self._torch_view(a) for a in args]
+        before = [v.clone() if v is not None else None for v in views]
+        result = kernel(*args, **kwargs)
+        if self.has_gpu:
+            torch.cuda.synchronize()
+        written = [i for i, (v, b) in enumerate(zip(views, before)) if v is not None and not _same_values(v, b)]
+        record.written.append(written)
+        inputs = [b for i, b in enumerate(before) if b is not None and i not in written]
+        record.copy_only.append(bool(written) and all(
+            any(_same_values(views[w], b) for b in inputs) for w in written))
+        return result
+
+    @contextlib.contextmanager
+    def compile_step(self) -> Iterator[None]:
+        """Remember the DSL's error message when a compile fails (the submission may swallow the exception)."""
+        try:
+            yield
+        except Exception as err:
+            self.compile_error = f"{type(err).__name__}: {err}"
+            raise
+
+    # ----- installation ---------------------------------------------------------------------------------
+    def install(self, dsl: str) -> None:
+        if dsl == "cutedsl":
+            self._install_cute()
+        elif dsl == "tirx":
+            self._install_tvm()
+        else:
+            raise ValueError(f"unknown DSL '{dsl}' (use 'cutedsl' or 'tirx')")
+
+    def _install_cute(self) -> None:
+        import cutlass.cute as cute
+        import cutlass.cute.runtime as cute_runtime
+
+        real_compile = cute.compile
+        real_from_dlpack = cute_runtime.from_dlpack
+        monitor = self
+
+        def monitored_from_dlpack(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            converted = real_from_dlpack(tensor, *args, **kwargs)
+            if isinstance(tensor, torch.Tensor):
+                monitor._dlpack_sources[id(converted)] = (converted, tensor)
+            return converted
+
+        def monitored_compile(fn: Any, *args: Any, options: str | None = None, **kwargs: Any) -> Any:
+            executes = monitor.has_gpu
+            if not executes:
+                options = f"{options or ''} --keep-ptx".strip()
+            started = time.perf_counter()
+            if options:
+                kwargs["options"] = options
+            with monitor.compile_step():
+                compiled = real_compile(fn, *args, **kwargs)
+            seconds = time.perf_counter() - started
+            ptx = getattr(getattr(compiled, "artifacts", None), "PTX", None) or ""
+            if not executes and ".target sm_90a" not in ptx:
+                raise RuntimeError("CuTe DSL compile produced no sm_90a PTX (is CUTE_DSL_ARCH=sm_90a set?)")
+            monitor.compiles.append(CompileRecord("cutedsl", "sm_90a", seconds, len(ptx), executes))
+            return MonitoredKernel(monitor, compiled, executes)
+
+        cute.compile = monitored_compile
+        cute_runtime.from_dlpack = monitored_from_dlpack
+        self.patched = {"cutlass.cute.compile": monitored_compile,
+                        "cutlass.cute.runtime.from_dlpack": monitored_from_dlpack}
+
+    def _install_tvm(self) -> None:
+        import tvm
+
+        real_compile = tvm.compile
+        monitor = self
+
+        def monitored_compile(mod: Any, target: Any = None, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            with monitor.compile_step():
+                executable = real_compile(mod, target, *args, **kwargs)
+            kind = _target_kind(target)
+            executes = kind == "llvm" or (kind == "cuda" and monitor.has_gpu)
+            ptx_bytes = 0
+            if kind == "cuda" and not monitor.has_gpu:
+                with monitor.compile_step():
+                    ptx_bytes = len(monitor._tvm_cuda_to_ptx(executable, target))
+            seconds = time.perf_counter() - started
+            monitor.compiles.append(CompileRecord("tirx", _target_label(target), seconds, ptx_bytes, executes))
+            return MonitoredExecutable(monitor, executable, executes)
+
+        tvm.compile = monitored_compile
+        self.patched = {"tvm.compile": monitored_compile}
+
+    def _tvm_cuda_to_ptx(self, executable: Any, target: Any) -> bytes:
+        """Compile the CUDA source TVM generated to PTX with nvcc (cached by source hash)."""
+        import tvm
+        from tvm.support import nvcc
+
+        sources = [m.inspect_source() for m in executable.mod.imports if m.kind == "cuda"]
+        if not sources:
+            raise RuntimeError("TIRx compile for CUDA produced no CUDA module")
+        source = "\n".join(sources)
+        arch = _target_arch(target)
+        key = hashlib.sha256(f"{arch}\n{source}".encode()).hexdigest()
+        cached = self.ptx_cache_dir / f"{key}.ptx" if self.ptx_cache_dir else None
+        if cached is not None and cached.exists():
+            return cached.read_bytes()
+        with tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target:
+            ptx = bytes(nvcc.compile_cuda(source, target_format="ptx", arch=arch, compiler="nvcc"))
+        if cached is not None:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_bytes(ptx)
+        return ptx
+
+
+def _target_kind(target: Any) -> str:
+    if target is None:
+        return "llvm"
+    if isinstance(target, str):
+        return target.split()[0]
+    if isinstance(target, dict):
+        return str(target.get("kind", ""))
+    kind = getattr(target, "kind", None)
+    return str(getattr(kind, "name", kind))
+
+
+def _target_arch(target: Any) -> str:
+    if isinstance(target, dict):
+        return str(target.get("arch", "sm_90a"))
+    arch = getattr(target, "arch", None)
+    return str(arch) if arch else "sm_90a"
+
+
+def _target_label(target: Any) -> str:
+    kind = _target_kind(target)
+    return _target_arch(target) if kind == "cuda" else kind
+
+
+class MonitoredKernel:
+    """A compiled DSL kernel whose calls are launches the judge counts (and may suppress)."""
+
+    def __init__(self, monitor: LaunchMonitor, kernel: Callable[..., Any], executes: bool) -> None:
+        self._monitor = monitor
+        self._kernel = kernel
+        self._executes = executes
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._monitor.launch(self._kernel, self._executes, args, kwargs)
+
+
+class MonitoredExecutable:
+    """What `tvm.compile` returns to a submission: functions are fetched with `exe["name"]`."""
+
+    def __init__(self, monitor: LaunchMonitor, executable: Any, executes: bool) -> None:
+        self._monitor = monitor
+        self._executable = executable
+        self._executes = executes
+
+    def __getitem__(self, name: str) -> MonitoredKernel:
+        return MonitoredKernel(self._monitor, self._executable[name], self._executes)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self["main"](*args, **kwargs)

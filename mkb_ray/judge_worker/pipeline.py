@@ -1,0 +1,262 @@
+"""One judgement, from a kernel file to a verdict dict: static checks → compile → correctness → integrity →
+timing. The verdict's fields are documented on `mkb_ray.verdict.Verdict`, which validates this dict."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .correctness import clone_inputs, compare, expected_outputs, produced_outputs
+from .integrity import IdentityGuard, ThreadGuard, output_type_problems
+from .launches import CallRecord, LaunchMonitor
+from .problem_loader import LoadedProblem, import_candidate, load_problem
+from .static_checks import check_source
+from .timing import time_draws
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class JudgeRequest:
+    """What the parent asks the worker to judge (JSON on stdin)."""
+
+    problem_id: str
+    problem_path: str
+    kernel_path: str
+    dsl: str
+    device: str = "cpu"  # 'cuda': run on the GPU (compile-only if there is none); 'cpu': this machine's CPU
+    preset: str = "smoke"
+    seed: int = 0
+    correctness_draws: int = 5
+    outlier_draws: int = 2
+    warmup: int = 10
+    timed: int = 50
+    compile_baseline: bool = False
+    skip_static_checks: bool = False  # tests only: exercise the runtime guards behind the static rules
+    ptx_cache_dir: str | None = None
+
+
+class Rejected(Exception):
+    """A judgement ended early; carries the failing check's name."""
+
+    def __init__(self, check: str, reason: str, compiled: bool = True) -> None:
+        super().__init__(reason)
+        self.check, self.reason, self.compiled = check, reason, compiled
+
+
+@dataclass
+class Verdict:
+    request: JudgeRequest
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, name: str, passed: bool, detail: str) -> None:
+        self.checks.append({"name": name, "passed": passed, "detail": detail})
+        if not passed:
+            raise Rejected(name, detail)
+
+    def note(self, name: str, detail: str) -> None:
+        self.checks.append({"name": name, "passed": True, "detail": detail})
+
+
+class Judge:
+    """Holds the per-submission state (problem, monitor, guards) for the steps of one judgement."""
+
+    def __init__(self, request: JudgeRequest, verdict: Verdict) -> None:
+        self.request = request
+        self.verdict = verdict
+        self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
+        self.device_type = "cuda" if self.on_gpu else "cpu"
+        self.problem: LoadedProblem = load_problem(Path(request.problem_path), request.problem_id, request.preset)
+        cache = Path(request.ptx_cache_dir) if request.ptx_cache_dir else None
+        self.monitor = LaunchMonitor(has_gpu=self.on_gpu, ptx_cache_dir=cache)
+        self.monitor.install(request.dsl)
+        self.identity = IdentityGuard(self.monitor.patched)
+        self.threads = ThreadGuard()
+        self.solve: Any = None
+
+    def draw(self, seed: int, outlier: bool = False) -> list[Any]:
+        torch.manual_seed(seed)
+        with torch.device(self.device_type):
+            inputs = list(self.problem.make_inputs())
+        if outlier:
+            for index in self.problem.outlier_inputs:
+                inputs[index] = inputs[index] * self.problem.outlier_scale
+        return inputs
+
+    def call(self, inputs: Sequence[Any], mode: str = "execute") -> tuple[Any, CallRecord]:
+        self.monitor.begin_call(mode)
+        try:
+            result = self.solve(*inputs)
+            if self.on_gpu:
+                torch.cuda.synchronize()
+        except Exception as err:
+            if self.monitor.compile_error:
+                raise Rejected("compile", f"compile failed: {self.monitor.compile_error}"[:4000], compiled=False)
+            raise Rejected("runtime", f"solve raised {type(err).__name__}: {err}"[:4000]) from err
+        finally:
+            record = self.monitor.end_call()
+        self.after_call(result, inputs, record)
+        return result, record
+
+    def after_call(self, result: Any, inputs: Sequence[Any], record: CallRecord) -> None:
+        patched = self.identity.violations()
+        if patched:
+            self.identity.restore()
+            self.verdict.check("monkey_patch", False, f"the submission replaced {', '.join(patched)}")
+        threads = self.threads.new_threads()
+        if threads:
+            self.verdict.check("threads", False, f"the submission left threads running: {threads}")
+        if record.launches == 0 and self.monitor.mode != "compile_only":
+            self.verdict.check("dsl_launch", False,
+                               f"solve launched no {self.request.dsl} kernel (launch compiled kernels from the DSL's "
+                               "compile entry point; eager PyTorch alone is not a submission)")
+        problems = output_type_problems(produced_outputs(result, inputs, self.problem.mutates), self.device_type)
+        if problems:
+            self.verdict.check("output_type", False, "; ".join(problems))
+
+    def correctness(self, seed: int, outlier: bool) -> str:
+        inputs = self.draw(seed, outlier)
+        expected = expected_outputs(self.problem.reference, inputs, self.problem.mutates)
+        result, _ = self.call(inputs)
+        outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
+                          self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+        kind = "outlier draw" if outlier else "draw"
+        self.verdict.check("correctness", outcome.passed, f"{kind} seed={seed}: {outcome.detail}")
+        return outcome.detail
+
+    def knockout(self, seed: int) -> None:
+        """Probe which buffers the DSL launches write, then rerun with those launches suppressed and poisoned."""
+        inputs = self.draw(seed)
+        expected = expected_outputs(self.problem.reference, inputs, self.problem.mutates)
+        probe_inputs = clone_inputs(inputs)
+        _, probe = self.call(probe_inputs, mode="probe")
+        if probe.copy_only and all(probe.copy_only):
+            self.verdict.check("copy_only", False, "every DSL launch only copied one of its inputs; the computation "
+                               "was done elsewhere")
+        result, _ = self.call(inputs, mode="knockout")
+        outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
+                          self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+        self.verdict.check("knockout", not outcome.passed,
+                           "outputs still pass with every DSL launch suppressed: the DSL kernels were decoration"
+                           if outcome.passed else f"with DSL launches suppressed the outputs fail ({outcome.detail})")
+
+    def timing(self) -> dict[str, Any]:
+        request, problem = self.request, self.problem
+        last = request.warmup + request.timed - 1
+        saved: dict[str, Any] = {}
+
+        def draw(index: int) -> list[Any]:
+            inputs = self.draw(request.seed + 1000 + index)
+            if index == last:
+                saved["expected"] = expected_outputs(problem.reference, inputs, problem.mutates)
+                saved["inputs"] = inputs
+            return inputs
+
+        def check_last(index: int, result: Any) -> None:
+            if index == last:
+                saved["result"] = result
+
+        kernel = time_draws(lambda *xs: self.call(xs)[0], draw, request.warmup, request.timed, self.on_gpu, check_last)
+        outcome = compare(produced_outputs(saved["result"], saved["inputs"], problem.mutates), saved["expected"],
+                          problem.tolerance_factor, problem.tolerance_min_abs)
+        self.verdict.check("post_timing", outcome.passed, f"last timed draw re-checked: {outcome.detail}")
+        reference = problem.reference
+        eager = time_draws(reference, lambda i: self.draw(request.seed + 2000 + i), request.warmup, request.timed,
+                           self.on_gpu)
+        compiled_ms = None
+        if request.compile_baseline:
+            compiled_reference = torch.compile(reference)
+            compiled_ms = time_draws(compiled_reference, lambda i: self.draw(request.seed + 3000 + i), request.warmup,
+                                     request.timed, self.on_gpu).median_ms
+        return {"kernel_ms": kernel.median_ms, "kernel_min_ms": kernel.min_ms, "eager_ms": eager.median_ms,
+                "torch_compile_ms": compiled_ms, "timing_method": kernel.method, "timed_draws": kernel.samples}
+
+
+def _device_name(on_gpu: bool) -> str:
+    if on_gpu:
+        return torch.cuda.get_device_name(0)
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
+    import hashlib
+
+    return {
+        "schema_version": SCHEMA_VERSION, "problem_id": request.problem_id, "dsl": request.dsl,
+        "device": request.device, "preset": request.preset, "seed": request.seed,
+        "source_hash": hashlib.sha256(source.encode()).hexdigest(), "compiled": False, "executed": False,
+        "correct": None, "tier": "fail", "kernel_ms": None, "eager_ms": None, "torch_compile_ms": None,
+        "speedup": None, "rejected_by": None, "reason": "", "timing_method": None, "target": None,
+        "device_name": None, "problem_hash": None, "compile_s": 0.0, "launches_per_call": None,
+    }
+
+
+def run(request: JudgeRequest) -> dict[str, Any]:
+    """Judge one kernel; always returns a verdict dict (failures are verdicts, not exceptions)."""
+    started = time.perf_counter()
+    source = Path(request.kernel_path).read_text(errors="replace")
+    verdict = Verdict(request)
+    fields = _base_fields(request, source)
+    judge: Judge | None = None
+    try:
+        violations = [] if request.skip_static_checks else check_source(source, request.dsl)
+        verdict.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
+        os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+        judge = Judge(request, verdict)
+        fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
+                      shapes=judge.problem.shapes)
+        try:
+            judge.solve = import_candidate(Path(request.kernel_path)).solve
+        except Exception as err:
+            raise Rejected("import", f"importing the kernel failed: {type(err).__name__}: {err}", compiled=False)
+        _, first = judge.call(judge.draw(request.seed))
+        fields.update(compiled=bool(judge.monitor.compiles), launches_per_call=first.launches,
+                      target=judge.monitor.compiles[0].target if judge.monitor.compiles else None)
+        if first.stub_launches:
+            judge.monitor.force_compile_only()
+            ptx = sum(c.ptx_bytes for c in judge.monitor.compiles)
+            verdict.note("compile", f"{len(judge.monitor.compiles)} kernel(s) compiled to PTX ({ptx} bytes)")
+            fields.update(tier="compile_only", reason=(
+                f"compile-only: no GPU here; {len(judge.monitor.compiles)} {request.dsl} kernel(s) compiled to "
+                f"{fields['target']} PTX ({ptx} bytes), not executed, so correctness and speed are unknown"))
+            return _finish(fields, verdict, judge, started)
+        fields["executed"] = True
+        details = [judge.correctness(request.seed + i, outlier=False) for i in range(request.correctness_draws)]
+        if judge.problem.outlier_inputs:
+            details += [judge.correctness(request.seed + 100 + i, outlier=True) for i in range(request.outlier_draws)]
+        fields["correct"] = True
+        judge.knockout(request.seed + 500)
+        fields.update(judge.timing())
+        fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"] if fields["kernel_ms"] > 0 else None
+        fields["tier"] = "pass2x" if (fields["speedup"] or 0) >= 2.0 else "pass"
+        fields["reason"] = (f"correct on {len(details)} draws; {fields['speedup']:.2f}x eager "
+                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms)")
+    except Rejected as rejected:
+        fields.update(rejected_by=rejected.check, reason=rejected.reason, tier="fail")
+        if rejected.check in ("correctness", "post_timing"):
+            fields["correct"] = False
+    except Exception as err:  # the judge's own failure (e.g. a broken problem): reported, never hidden
+        fields.update(rejected_by="judge_error", reason=f"judge error: {type(err).__name__}: {err}"[:4000])
+    return _finish(fields, verdict, judge, started)
+
+
+def _finish(fields: dict[str, Any], verdict: Verdict, judge: Judge | None, started: float) -> dict[str, Any]:
+    if judge is not None:
+        monitor = judge.monitor
+        fields["compiled"] = bool(monitor.compiles) and monitor.compile_error is None
+        fields["compile_s"] = sum(c.seconds for c in monitor.compiles)
+        fields["compiles"] = [vars(c) for c in judge.monitor.compiles]
+    fields["checks"] = verdict.checks
+    fields["worker_s"] = time.perf_counter() - started
+    return fields

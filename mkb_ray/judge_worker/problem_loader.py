@@ -1,0 +1,100 @@
+"""Load one problem (MetaKernelBench file + our TOML sidecar) inside the worker, with a shape preset applied.
+
+Stdlib-only parsing (tomllib), so the worker stays free of pydantic; the parent validates the same sidecar with
+its own typed model (`mkb_ray.problems`) before a request is ever sent.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+
+@dataclass
+class LoadedProblem:
+    """A problem module ready to draw inputs from, plus the sidecar fields the judge uses."""
+
+    problem_id: str
+    module: ModuleType
+    sidecar: dict[str, Any]
+    preset: str
+    shapes: dict[str, int]
+    problem_hash: str
+    mutates: list[int] = field(default_factory=list)
+    outlier_inputs: list[int] = field(default_factory=list)
+    outlier_scale: float = 16.0
+    tolerance_factor: float = 3.0
+    tolerance_min_abs: float = 0.0
+
+    @property
+    def reference(self) -> Callable[..., Any]:
+        return self.module.reference
+
+    @property
+    def make_inputs(self) -> Callable[[], list[Any]]:
+        return self.module.make_inputs
+
+
+def sidecar_path(problem_path: Path) -> Path:
+    return problem_path.with_suffix(".toml")
+
+
+def problem_hash(problem_path: Path) -> str:
+    """sha256 over the problem file and its sidecar: what a verdict was judged against."""
+    digest = hashlib.sha256(problem_path.read_bytes())
+    side = sidecar_path(problem_path)
+    if side.exists():
+        digest.update(side.read_bytes())
+    return digest.hexdigest()
+
+
+def _import_path(path: Path, module_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: cannot be imported as a module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProblem:
+    """Import the problem file and apply the shape preset ('production' = file defaults, 'smoke' = sidecar)."""
+    module = _import_path(problem_path, "mkb_problem")
+    for name in ("reference", "make_inputs"):
+        if not callable(getattr(module, name, None)):
+            raise ValueError(f"{problem_path}: missing '{name}()' (MetaKernelBench problem contract)")
+    side = sidecar_path(problem_path)
+    sidecar: dict[str, Any] = tomllib.loads(side.read_text()) if side.exists() else {}
+    overrides: dict[str, int] = {}
+    if preset == "smoke":
+        overrides = dict(sidecar.get("smoke", {}))
+        for name, value in overrides.items():
+            if not hasattr(module, name):
+                raise ValueError(f"{side}: [smoke] sets '{name}', which {problem_path.name} does not define")
+            setattr(module, name, value)
+    elif preset != "production":
+        raise ValueError(f"unknown shape preset '{preset}' (use 'production' or 'smoke')")
+    shapes = {k: v for k, v in vars(module).items() if k.isupper() and isinstance(v, (int, float))}
+    tolerance = sidecar.get("tolerance", {})
+    return LoadedProblem(
+        problem_id=problem_id,
+        module=module,
+        sidecar=sidecar,
+        preset=preset,
+        shapes=shapes,
+        problem_hash=problem_hash(problem_path),
+        mutates=list(sidecar.get("mutates", [])),
+        outlier_inputs=list(sidecar.get("outlier_inputs", [])),
+        outlier_scale=float(sidecar.get("outlier_scale", 16.0)),
+        tolerance_factor=float(tolerance.get("factor", 3.0)),
+        tolerance_min_abs=float(tolerance.get("min_abs", 0.0)),
+    )
+
+
+def import_candidate(kernel_path: Path) -> ModuleType:
+    """Import the submission (after static checks passed and the launch monitor is installed)."""
+    return _import_path(kernel_path, "mkb_candidate")

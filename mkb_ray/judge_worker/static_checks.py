@@ -1,0 +1,192 @@
+"""Source-level rules a submission must satisfy before any of it runs.
+
+A kernel file is parsed, never imported, here. The rules close the cheap escapes from the implementation
+boundary: other compilers (torch.compile, Triton, inline CUDA), process/thread/stream tricks, reflection that
+could reach the judge's own state, and patching of timers or synchronisation. Each violation names its rule and
+line, so the agent gets a specific reason.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+# Standard-library and numeric modules any kernel may import.
+_COMMON_IMPORTS = ("torch", "numpy", "math", "functools", "typing", "dataclasses", "itertools", "operator",
+                   "enum", "collections", "__future__")
+_DSL_IMPORTS = {
+    "cutedsl": ("cutlass",),
+    "tirx": ("tvm",),
+}
+# Sub-packages of the allowed roots that reach compilers, runtimes or internals a kernel has no business with.
+_BANNED_IMPORT_PREFIXES = (
+    "torch._dynamo", "torch._inductor", "torch.utils.cpp_extension", "torch.jit", "torch.cuda.graphs",
+    "torch.library", "torch._C", "torch.multiprocessing", "torch.distributed",
+    "cutlass.base_dsl", "cutlass._mlir", "cutlass.cutlass_dsl",
+    "tvm.contrib", "tvm.rpc", "tvm.support", "tvm.runtime", "tvm.ffi", "tvm_ffi",
+)
+_BANNED_CALLS = {
+    "eval", "exec", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "locals",
+    "vars", "breakpoint", "input", "exit", "quit", "memoryview",
+}
+# Attribute names that reach other compilers, concurrency, the process, or prebuilt binaries.
+_BANNED_ATTRIBUTES = {
+    "compile": "torch.compile is another compiler",
+    "jit": "torch.jit is another compiler",
+    "cpp_extension": "inline C++/CUDA extensions bypass the DSL",
+    "load_inline": "inline C++/CUDA extensions bypass the DSL",
+    "Stream": "CUDA streams can hide work from the timer",
+    "stream": "CUDA streams can hide work from the timer",
+    "set_stream": "CUDA streams can hide work from the timer",
+    "ExternalStream": "CUDA streams can hide work from the timer",
+    "CUDAGraph": "CUDA graphs replay work outside the measured call",
+    "graph": "CUDA graphs replay work outside the measured call",
+    "make_graphed_callables": "CUDA graphs replay work outside the measured call",
+    "load_module": "loading prebuilt modules bypasses the judged source",
+    "export_library": "exporting/loading prebuilt modules bypasses the judged source",
+    "time_evaluator": "the kernel must not time itself",
+    "os": "the process is the judge's, not the kernel's",
+    "sys": "the process is the judge's, not the kernel's",
+    "subprocess": "subprocesses are not allowed",
+    "ctypes": "raw foreign calls are not allowed",
+    "builtins": "reflection on builtins is not allowed",
+    "importlib": "dynamic imports are not allowed",
+    "_getframe": "frame introspection can read the judge's state",
+    "library": "custom torch operators bypass the DSL",
+    "ops": "custom torch operator namespaces can hide non-DSL kernels",
+}
+_BANNED_NAMES = {
+    "reference": "calling the problem's reference is not allowed",
+    "make_inputs": "calling the problem's input generator is not allowed",
+}
+_ALLOWED_DUNDERS = {"__init__", "__name__"}
+
+
+@dataclass(frozen=True)
+class StaticViolation:
+    rule: str
+    line: int
+    detail: str
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.detail} [{self.rule}]"
+
+
+def _import_allowed(module: str, dsl: str) -> bool:
+    if any(module == p or module.startswith(p + ".") for p in _BANNED_IMPORT_PREFIXES):
+        return False
+    roots = _COMMON_IMPORTS + _DSL_IMPORTS.get(dsl, ())
+    return any(module == r or module.startswith(r + ".") for r in roots)
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, dsl: str) -> None:
+        self.dsl = dsl
+        self.violations: list[StaticViolation] = []
+        # Local name -> root module it stands for (`import torch as t` gives t -> torch).
+        self.module_aliases: dict[str, str] = {}
+
+    def _flag(self, rule: str, node: ast.AST, detail: str) -> None:
+        self.violations.append(StaticViolation(rule, getattr(node, "lineno", 0), detail))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if not _import_allowed(alias.name, self.dsl):
+                self._flag("banned_import", node, f"import of '{alias.name}' is not allowed for the {self.dsl} variant")
+            self.module_aliases[(alias.asname or alias.name).split(".")[0]] = alias.name.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:
+            self._flag("banned_import", node, "relative imports are not allowed")
+        elif not _import_allowed(module, self.dsl):
+            self._flag("banned_import", node, f"import from '{module}' is not allowed for the {self.dsl} variant")
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            if alias.name == "*":
+                self._flag("banned_import", node, "star imports are not allowed")
+            elif alias.name in _BANNED_ATTRIBUTES or any(full.startswith(p) for p in _BANNED_IMPORT_PREFIXES):
+                self._flag("banned_attribute", node, f"'{full}': {_BANNED_ATTRIBUTES.get(alias.name, 'banned module')}")
+            self.module_aliases[alias.asname or alias.name] = module.split(".")[0]
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        if isinstance(node.func, ast.Name) and node.func.id in _BANNED_CALLS:
+            self._flag("banned_call", node, f"call of builtin '{node.func.id}()' is not allowed")
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = node.attr
+        if name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS:
+            self._flag("dunder_access", node, f"access to '{name}' is not allowed (reflection)")
+        elif name in _BANNED_ATTRIBUTES and not self._is_dsl_compile(node):
+            self._flag("banned_attribute", node, f"'.{name}': {_BANNED_ATTRIBUTES[name]}")
+        self.generic_visit(node)
+
+    def _is_dsl_compile(self, node: ast.Attribute) -> bool:
+        # `cute.compile` and `tvm.compile` are the DSLs' own entry points; `torch.compile` is not.
+        if node.attr != "compile":
+            return False
+        base = node.value
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        return isinstance(base, ast.Name) and self.module_aliases.get(base.id) in {"cutlass", "tvm"}
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in _BANNED_NAMES:
+            self._flag("banned_name", node, f"'{node.id}': {_BANNED_NAMES[node.id]}")
+        if node.id.startswith("__") and node.id.endswith("__") and node.id not in _ALLOWED_DUNDERS:
+            self._flag("dunder_access", node, f"use of '{node.id}' is not allowed (reflection)")
+        self.generic_visit(node)
+
+    def _check_assignment_target(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, ast.Attribute):
+            base = target.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in self.module_aliases:
+                dotted = ast.unparse(target)
+                self._flag("module_patch", node, f"assigning '{dotted}' patches an imported module")
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_assignment_target(element, node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_assignment_target(target, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_assignment_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_assignment_target(node.target, node)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_assignment_target(target, node)
+        self.generic_visit(node)
+
+
+def check_source(source: str, dsl: str) -> list[StaticViolation]:
+    """All rule violations in a kernel's source text; empty when it may run."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as err:
+        return [StaticViolation("syntax_error", err.lineno or 0, f"syntax error: {err.msg}")]
+    checker = _Checker(dsl)
+    # Imports first, so that uses of module aliases are recognised wherever they appear.
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                checker.module_aliases[(alias.asname or alias.name).split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                checker.module_aliases[alias.asname or alias.name] = node.module.split(".")[0]
+    checker.visit(tree)
+    defines_solve = any(isinstance(n, ast.FunctionDef) and n.name == "solve" for n in tree.body)
+    if not defines_solve:
+        checker.violations.append(StaticViolation("no_solve", 0, "the file defines no top-level 'solve(*inputs)'"))
+    return checker.violations

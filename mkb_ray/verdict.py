@@ -1,0 +1,71 @@
+"""The typed verdict: what the judge says about one kernel. Validated from the worker's plain dict."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Tier = Literal["fail", "pass", "pass2x", "compile_only"]
+
+
+class CheckResult(BaseModel):
+    """One step of the judgement, in the order it ran; the first failing check is the reason."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    passed: bool
+    detail: str
+
+
+class CompileRecordModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    dsl: str
+    target: str
+    seconds: float
+    ptx_bytes: int
+    executes: bool
+
+
+class Verdict(BaseModel):
+    """A judgement of one kernel file for one problem variant.
+
+    `tier` is fail / pass (speedup < 2) / pass2x (speedup >= 2) for executed kernels, and `compile_only` for a GPU
+    kernel judged where there is no GPU (compiled to PTX, never run: neither a pass nor a fail).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    schema_version: int = 1
+    problem_id: str
+    problem_hash: Optional[str] = Field(None, description="sha256 of the problem file and its sidecar")
+    source_hash: str = Field(description="sha256 of the kernel source")
+    dsl: Literal["cutedsl", "tirx"]
+    device: Literal["cpu", "cuda"]
+    preset: Literal["production", "smoke"]
+    seed: int
+    target: Optional[str] = Field(None, description="what the kernel was compiled for: sm_90a or llvm")
+    compiled: bool
+    executed: bool
+    correct: Optional[bool] = Field(None, description="None when the kernel never ran")
+    tier: Tier
+    kernel_ms: Optional[float] = None
+    kernel_min_ms: Optional[float] = None
+    eager_ms: Optional[float] = None
+    torch_compile_ms: Optional[float] = None
+    speedup: Optional[float] = Field(None, description="eager_ms / kernel_ms")
+    rejected_by: Optional[str] = Field(None, description="the name of the check that failed")
+    reason: str
+    timing_method: Optional[str] = None
+    timed_draws: Optional[int] = None
+    device_name: Optional[str] = None
+    shapes: dict[str, float] = Field(default_factory=dict)
+    compile_s: float = 0.0
+    compiles: list[CompileRecordModel] = Field(default_factory=list)
+    launches_per_call: Optional[int] = None
+    checks: list[CheckResult] = Field(default_factory=list)
+    worker_s: float = 0.0
+    wall_s: float = Field(0.0, description="parent-side wall time, including process start")
+    log_tail: str = Field("", description="the last lines the worker process printed (kernel output included)")
+
+    @property
+    def passed(self) -> bool:
+        return self.tier in ("pass", "pass2x")
