@@ -117,10 +117,11 @@ def run_worker(message: dict[str, Any], limits: JudgeLimits) -> WorkerOutcome:
     started = time.perf_counter()
     read_fd, write_fd = os.pipe()
     nonce = secrets.token_hex(16)
-    with tempfile.TemporaryFile() as log:
+    # A scratch working directory per process: DSL tools drop artifacts (kept PTX, dumps) into the cwd.
+    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory(prefix="mkb-judge-") as scratch:
         process = subprocess.Popen(
             [sys.executable, "-m", "mkb_ray.judge_worker"], stdin=subprocess.PIPE, stdout=log,
-            stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=worker_env(), start_new_session=True)
+            stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=worker_env(), start_new_session=True, cwd=scratch)
         os.close(write_fd)
         chunks: list[bytes] = []
         reader = threading.Thread(target=_drain, args=(read_fd, chunks), daemon=True)

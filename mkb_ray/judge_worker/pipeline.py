@@ -95,8 +95,12 @@ class Judge:
             if self.on_gpu:
                 torch.cuda.synchronize()
         except Exception as err:
-            if self.monitor.compile_error:
-                raise Rejected("compile", f"compile failed: {self.monitor.compile_error}"[:4000], compiled=False)
+            # The DSL front ends (TVMScript parsing, CuTe tracing) raise before or inside the compile call.
+            from_dsl = type(err).__module__.split(".")[0] in ("tvm", "tvm_ffi", "cutlass")
+            if self.monitor.compile_error or (from_dsl and self.monitor.current.launches == 0):
+                message = self.monitor.compile_error or f"{type(err).__name__}: {err}"
+                self.monitor.compile_error = message
+                raise Rejected("compile", f"compile failed: {message}"[:4000], compiled=False) from err
             raise Rejected("runtime", f"solve raised {type(err).__name__}: {err}"[:4000]) from err
         finally:
             record = self.monitor.end_call()

@@ -124,8 +124,8 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _is_dsl_compile(self, node: ast.Attribute) -> bool:
-        # `cute.compile` and `tvm.compile` are the DSLs' own entry points; `torch.compile` is not.
-        if node.attr != "compile":
+        # `cute.compile`, `cute.jit` and `tvm.compile` are the DSLs' own entry points; `torch.compile` is not.
+        if node.attr not in ("compile", "jit"):
             return False
         base = node.value
         while isinstance(base, ast.Attribute):

@@ -3,10 +3,6 @@ query heads. Warp w walks the keys t = w, w + 8, ... of its sequence through the
 head_dim / 32 elements (d = j * 32 + lane) of every query head of the group, the dot products are summed with warp
 shuffles, and every warp keeps an fp32 online softmax (running max, running sum, output accumulator) per query
 head. The 8 partial states are merged through shared memory at the end."""
-import os
-
-os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-
 import math
 
 import torch

@@ -1,9 +1,5 @@
 """CuTe DSL (sm_90a) solution: one thread per output element, grid (tokens, intermediate / 256);
 out = gate / (1 + exp(-gate)) * up computed in fp32 and rounded once to bf16."""
-import os
-
-os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-
 import torch
 import cutlass
 import cutlass.cute as cute

@@ -1,0 +1,52 @@
+"""Shared fixtures. Everything here runs on a CPU-only machine; GPU-only tests carry the `gpu` marker."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE_PROBLEM = "mlp_norm/01_fused_add_rmsnorm"
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (sm_90a); this machine has none")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def problems():
+    from mkb_ray.problems import load_problems
+
+    return load_problems()
+
+
+@pytest.fixture(scope="session")
+def fast_options():
+    """Fewer timed draws than the MKB protocol: tests check behaviour, not speed."""
+    from mkb_ray.judge import JudgeOptions
+
+    return JudgeOptions(warmup=2, timed=5)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """A local Ray on loopback only (never the machine's other interfaces)."""
+    import ray
+
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
+             configure_logging=False)
+    yield ray
+    ray.shutdown()

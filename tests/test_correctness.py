@@ -1,0 +1,61 @@
+"""The MKB tolerance rule, on hand-made outputs."""
+from __future__ import annotations
+
+import torch
+
+from mkb_ray.judge_worker.correctness import compare, expected_outputs
+
+
+def reference(x: torch.Tensor):
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return (x.to(acc).exp() / 3).to(x.dtype), x.argmax(dim=-1)
+
+
+def test_reference_output_passes_and_zeros_fail():
+    x = torch.randn(64, 128, dtype=torch.bfloat16)
+    expected = expected_outputs(reference, [x], mutates=[])
+    assert compare(list(reference(x)), expected, 3.0, 0.0).passed
+    zeros = [torch.zeros_like(expected.native[0]), expected.native[1]]
+    assert not compare(zeros, expected, 3.0, 0.0).passed
+
+
+def test_integer_outputs_must_match_exactly():
+    x = torch.randn(64, 128)
+    expected = expected_outputs(reference, [x], mutates=[])
+    ids = expected.native[1].clone()
+    ids[3] += 1
+    check = compare([expected.native[0], ids], expected, 3.0, 0.0)
+    assert not check.passed and "1 of 64 elements differ" in check.detail
+
+
+def test_nan_shape_and_dtype_fail_with_a_specific_detail():
+    x = torch.randn(8, 16)
+    expected = expected_outputs(reference, [x], mutates=[])
+    values, ids = expected.native
+    nan = values.clone()
+    nan[0, 0] = float("nan")
+    assert "NaN/Inf" in compare([nan, ids], expected, 3.0, 0.0).detail
+    assert "shape" in compare([values[:4], ids], expected, 3.0, 0.0).detail
+    assert "dtype" in compare([values.double(), ids], expected, 3.0, 0.0).detail
+    assert "outputs, expected 2" in compare([values], expected, 3.0, 0.0).detail
+
+
+def test_error_just_outside_the_bound_fails():
+    x = torch.randn(32, 32)
+    expected = expected_outputs(reference, [x], mutates=[])
+    values, ids = expected.native
+    bound = compare([values, ids], expected, 3.0, 0.0)
+    assert bound.passed
+    nudged = values.clone()
+    nudged[0, 0] += 4 * bound.bound + 1e-3
+    assert not compare([nudged, ids], expected, 3.0, 0.0).passed
+
+
+def test_in_place_outputs_are_the_mutated_inputs():
+    def append(cache: torch.Tensor, x: torch.Tensor, slot: torch.Tensor) -> None:
+        cache[slot] = x
+
+    cache, x, slot = torch.zeros(8, 4), torch.randn(2, 4), torch.tensor([5, 1])
+    expected = expected_outputs(append, [cache, x, slot], mutates=[0])
+    assert len(expected.native) == 1 and torch.equal(expected.native[0][5], x[0])
+    assert torch.count_nonzero(cache) == 0  # the reference ran on copies

@@ -1,0 +1,63 @@
+"""The judge end to end on this machine: CPU-target kernels execute; GPU kernels compile to PTX only."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mkb_ray.judge import judge_kernel
+from mkb_ray.worker_process import JudgeLimits
+
+from conftest import EXAMPLE_PROBLEM, REPO
+
+SOLUTIONS = REPO / "problems" / "mlp_norm" / "solutions"
+
+
+def test_cpu_target_solution_executes_and_passes(problems, fast_options):
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py", "tirx",
+                           "cpu", seed=11, options=fast_options)
+    assert verdict.tier in ("pass", "pass2x"), verdict.reason
+    assert verdict.compiled and verdict.executed and verdict.correct
+    assert verdict.target == "llvm" and verdict.timing_method == "wall_clock" and verdict.timed_draws == 5
+    assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.speedup == pytest.approx(
+        verdict.eager_ms / verdict.kernel_ms)
+    assert verdict.launches_per_call == 1 and verdict.problem_hash and verdict.seed == 11
+    names = [c.name for c in verdict.checks]
+    assert names.count("correctness") == 7  # 5 draws + 2 outlier draws
+    assert {"static", "knockout", "post_timing"} <= set(names) and all(c.passed for c in verdict.checks)
+
+
+@pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
+def test_gpu_solution_without_gpu_is_compile_only(problems, fast_options, dsl, suffix):
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), SOLUTIONS / f"01_fused_add_rmsnorm.{suffix}.py", dsl,
+                           "cuda", options=fast_options)
+    assert verdict.tier == "compile_only", verdict.reason
+    assert verdict.compiled and not verdict.executed and verdict.correct is None
+    assert verdict.target == "sm_90a" and verdict.compiles and all(c.ptx_bytes > 0 for c in verdict.compiles)
+    assert "compile-only" in verdict.reason and "not executed" in verdict.reason
+
+
+def test_compile_error_is_reported_with_the_dsl_message(problems, fast_options, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text((SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py").read_text().replace(
+        'T.Cast("float32", W[j])', 'T.Cast("float32", W[j, j])'))
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), broken, "tirx", "cpu", options=fast_options)
+    assert verdict.tier == "fail" and verdict.rejected_by == "compile" and not verdict.compiled
+    assert "compile failed" in verdict.reason
+
+
+def test_wrong_kernel_fails_correctness_with_evidence(problems, fast_options, tmp_path):
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text((SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py").read_text().replace(
+        "acc[0] / T.float32(hidden)", "acc[0] / T.float32(hidden // 2)"))
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), wrong, "tirx", "cpu", options=fast_options)
+    assert verdict.tier == "fail" and verdict.rejected_by == "correctness" and verdict.correct is False
+    assert verdict.compiled and verdict.executed and "max|out-anchor|" in verdict.reason
+
+
+def test_worker_killed_by_the_timeout_gives_a_timeout_verdict(problems, fast_options, tmp_path):
+    slow = tmp_path / "slow.py"
+    slow.write_text("import torch\n\ndef solve(x, residual, weight):\n    while True:\n        pass\n")
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), slow, "tirx", "cpu", options=fast_options,
+                           limits=JudgeLimits(timeout_s=8))
+    assert verdict.rejected_by == "timeout" and verdict.tier == "fail" and 8 <= verdict.wall_s < 30

@@ -1,0 +1,56 @@
+"""Source rules: real solutions pass them; each class of escape is caught with its rule name and line."""
+from __future__ import annotations
+
+import pytest
+
+from mkb_ray.judge_worker.static_checks import check_source
+
+HEADER = "import torch\nimport tvm\nfrom tvm.script import tirx as T\n"
+
+
+def rules(body: str, dsl: str = "tirx") -> set[str]:
+    return {v.rule for v in check_source(HEADER + body + "\ndef solve(x):\n    return x\n", dsl)}
+
+
+def test_every_shipped_solution_passes_the_static_rules(problems):
+    for problem in problems.problems:
+        for variant, path in problem.solutions.items():
+            dsl = "cutedsl" if variant == "cutedsl" else "tirx"
+            assert check_source(path.read_text(), dsl) == [], (problem.problem_id, variant)
+
+
+@pytest.mark.parametrize("body, rule", [
+    ("import triton", "banned_import"),
+    ("import cutlass", "banned_import"),  # the other DSL is not this variant's
+    ("import ctypes", "banned_import"),
+    ("import threading", "banned_import"),
+    ("from torch.utils.cpp_extension import load_inline", "banned_import"),
+    ("f = torch.compile(lambda x: x)", "banned_attribute"),
+    ("t = torch\nf = t.compile(lambda x: x)", "banned_attribute"),
+    ("s = torch.cuda.Stream()", "banned_attribute"),
+    ("g = torch.cuda.CUDAGraph()", "banned_attribute"),
+    ("m = tvm.runtime.load_module('k.so')", "banned_attribute"),
+    ("p = torch.os.getpid()", "banned_attribute"),
+    ("torch.cuda.synchronize = lambda: None", "module_patch"),
+    ("x = eval('1')", "banned_call"),
+    ("f = getattr(torch, 'compile')", "banned_call"),
+    ("b = torch.__dict__", "dunder_access"),
+    ("r = reference", "banned_name"),
+])
+def test_each_escape_is_flagged(body, rule):
+    assert rule in rules(body)
+
+
+def test_dsl_compile_entry_points_are_allowed():
+    assert rules("exe = tvm.compile(None, target='llvm')") == set()
+    source = "import torch\nimport cutlass.cute as cute\nf = cute.compile\ndef solve(x):\n    return x\n"
+    assert check_source(source, "cutedsl") == []
+
+
+def test_violations_name_the_line():
+    (violation,) = check_source("import torch\n\n\nimport subprocess\ndef solve():\n    pass\n", "tirx")
+    assert violation.line == 4 and "subprocess" in violation.describe()
+
+
+def test_a_file_without_solve_is_rejected():
+    assert {v.rule for v in check_source("import torch\n", "tirx")} == {"no_solve"}
