@@ -62,6 +62,7 @@ class Verdict(BaseModel):
     compiles: list[CompileRecordModel] = Field(default_factory=list)
     launches_per_call: Optional[int] = None
     checks: list[CheckResult] = Field(default_factory=list)
+    phases_s: dict[str, float] = Field(default_factory=dict, description="worker seconds per judging phase")
     worker_s: float = 0.0
     wall_s: float = Field(0.0, description="parent-side wall time, including process start")
     log_tail: str = Field("", description="the last lines the worker process printed (kernel output included)")

@@ -78,6 +78,7 @@ class Judge:
         self.identity = IdentityGuard(self.monitor.patched)
         self.threads = ThreadGuard()
         self.solve: Any = None
+        self.phases_s: dict[str, float] = {}  # where the worker's time went, for the overhead benchmark
 
     def draw(self, seed: int, outlier: bool = False) -> list[Any]:
         torch.manual_seed(seed)
@@ -165,7 +166,9 @@ class Judge:
             if index == last:
                 saved["result"] = result
 
+        started = time.perf_counter()
         kernel = time_draws(lambda *xs: self.call(xs)[0], draw, request.warmup, request.timed, self.on_gpu, check_last)
+        self.phases_s["timing_kernel"] = time.perf_counter() - started
         outcome = compare(produced_outputs(saved["result"], saved["inputs"], problem.mutates), saved["expected"],
                           problem.tolerance_factor, problem.tolerance_min_abs)
         self.verdict.check("post_timing", outcome.passed, f"last timed draw re-checked: {outcome.detail}")
@@ -177,8 +180,21 @@ class Judge:
             compiled_reference = torch.compile(reference)
             compiled_ms = time_draws(compiled_reference, lambda i: self.draw(request.seed + 3000 + i), request.warmup,
                                      request.timed, self.on_gpu).median_ms
+        self.phases_s["timing_baselines"] = time.perf_counter() - started - self.phases_s["timing_kernel"]
         return {"kernel_ms": kernel.median_ms, "kernel_min_ms": kernel.min_ms, "eager_ms": eager.median_ms,
                 "torch_compile_ms": compiled_ms, "timing_method": kernel.method, "timed_draws": kernel.samples}
+
+
+class _Laps:
+    """Seconds between successive marks, recorded under the phase names."""
+
+    def __init__(self, started: float) -> None:
+        self.last = started
+
+    def mark(self, phases: dict[str, float], name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = now - self.last
+        self.last = now
 
 
 def _device_name(on_gpu: bool) -> str:
@@ -209,6 +225,7 @@ def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
 def run(request: JudgeRequest) -> dict[str, Any]:
     """Judge one kernel; always returns a verdict dict (failures are verdicts, not exceptions)."""
     started = time.perf_counter()
+    lap = _Laps(started)
     source = Path(request.kernel_path).read_text(errors="replace")
     verdict = Verdict(request)
     fields = _base_fields(request, source)
@@ -224,7 +241,9 @@ def run(request: JudgeRequest) -> dict[str, Any]:
             judge.solve = import_candidate(Path(request.kernel_path)).solve
         except Exception as err:
             raise Rejected("import", f"importing the kernel failed: {type(err).__name__}: {err}", compiled=False)
+        lap.mark(judge.phases_s, "setup")
         _, first = judge.call(judge.draw(request.seed))
+        lap.mark(judge.phases_s, "first_call")
         fields.update(compiled=bool(judge.monitor.compiles), launches_per_call=first.launches,
                       target=judge.monitor.compiles[0].target if judge.monitor.compiles else None)
         if first.stub_launches:
@@ -240,7 +259,9 @@ def run(request: JudgeRequest) -> dict[str, Any]:
         if judge.problem.outlier_inputs:
             details += [judge.correctness(request.seed + 100 + i, outlier=True) for i in range(request.outlier_draws)]
         fields["correct"] = True
+        lap.mark(judge.phases_s, "correctness")
         judge.knockout(request.seed + 500)
+        lap.mark(judge.phases_s, "knockout")
         fields.update(judge.timing())
         fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"] if fields["kernel_ms"] > 0 else None
         fields["tier"] = "pass2x" if (fields["speedup"] or 0) >= 2.0 else "pass"
@@ -258,6 +279,7 @@ def run(request: JudgeRequest) -> dict[str, Any]:
 def _finish(fields: dict[str, Any], verdict: Verdict, judge: Judge | None, started: float) -> dict[str, Any]:
     if judge is not None:
         monitor = judge.monitor
+        fields["phases_s"] = judge.phases_s
         fields["compiled"] = bool(monitor.compiles) and monitor.compile_error is None
         fields["compile_s"] = sum(c.seconds for c in monitor.compiles)
         fields["compiles"] = [vars(c) for c in judge.monitor.compiles]

@@ -26,7 +26,7 @@ def _build(batch: int, hk: int, hv: int, dk: int, dv: int):
         o = T.alloc_buffer((dv,), "float32")
         for b in T.serial(batch):
             for h in T.serial(hv):
-                decay = T.Cast("float32", T.exp(T.Cast("float64", G[b, h])))
+                decay = T.bind(T.Cast("float32", T.exp(T.Cast("float64", G[b, h]))))
                 for j in T.serial(dv):
                     kv[j] = T.float32(0)
                 for i in T.serial(dk):
@@ -37,7 +37,7 @@ def _build(batch: int, hk: int, hv: int, dk: int, dv: int):
                     o[j] = T.float32(0)
                 for i in T.serial(dk):
                     for j in T.serial(dv):
-                        s_new = S[b, h, i, j] * decay + T.Cast("float32", K[b, h // rep, i]) * u[j]
+                        s_new = T.bind(S[b, h, i, j] * decay + T.Cast("float32", K[b, h // rep, i]) * u[j])
                         S[b, h, i, j] = s_new
                         o[j] = o[j] + s_new * T.Cast("float32", Q[b, h // rep, i])
                 for j in T.serial(dv):

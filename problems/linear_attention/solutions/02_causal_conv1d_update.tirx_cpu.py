@@ -18,7 +18,7 @@ def _build(batch: int, slots_n: int, dim: int, width: int):
         acc = T.alloc_buffer((1,), "float32")
         for b in T.serial(batch):
             for d in T.serial(dim):
-                s = SL[b]
+                s = T.bind(SL[b])
                 acc[0] = T.Cast("float32", X[b, d]) * T.Cast("float32", W[d, width - 1])
                 for w in T.serial(width - 1):
                     acc[0] = acc[0] + T.Cast("float32", ST[s, w, d]) * T.Cast("float32", W[d, w])

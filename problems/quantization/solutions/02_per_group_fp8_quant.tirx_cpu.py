@@ -25,23 +25,23 @@ def _build(tokens: int, hidden: int):
                 amax[0] = T.float32(0)
                 for j in T.serial(GROUP):
                     amax[0] = T.max(amax[0], T.abs(T.Cast("float32", X[i, g * GROUP + j])))
-                scale = T.max(amax[0], T.float32(AMAX_FLOOR)) / T.float32(FP8_MAX)
+                scale = T.bind(T.max(amax[0], T.float32(AMAX_FLOOR)) / T.float32(FP8_MAX))
                 S[i, g] = scale
                 for j in T.serial(GROUP):
-                    y = T.min(T.max(T.Cast("float32", X[i, g * GROUP + j]) / scale, T.float32(-FP8_MAX)),
-                              T.float32(FP8_MAX))
+                    y = T.bind(T.min(T.max(T.Cast("float32", X[i, g * GROUP + j]) / scale, T.float32(-FP8_MAX)),
+                                   T.float32(FP8_MAX)))
                     # float32 -> e4m3fn bits, round to nearest even (|y| <= 448, so no overflow to NaN)
-                    u = T.reinterpret("int32", y)
-                    a = T.bitwise_and(u, 0x7FFFFFFF)
-                    ex = T.shift_right(a, 23) - 127                  # unbiased float32 exponent
-                    e = T.max(ex, -6)                                 # e4m3 exponent (-6: subnormal range)
-                    mant = T.bitwise_or(T.bitwise_and(a, 0x7FFFFF), 0x800000)
-                    sh = T.min(20 + e - ex, 25)                       # keep 3 mantissa bits (fewer if subnormal)
-                    qv = T.shift_right(mant, sh)
-                    rem = T.bitwise_and(mant, T.shift_left(1, sh) - 1)
-                    half = T.shift_left(1, sh - 1)
-                    up = T.Select(T.Or(rem > half, T.And(rem == half, T.bitwise_and(qv, 1) == 1)), 1, 0)
-                    code = 8 * (e + 6) + qv + up                      # mantissa carry bumps the exponent
+                    u = T.bind(T.reinterpret("int32", y))
+                    a = T.bind(T.bitwise_and(u, 0x7FFFFFFF))
+                    ex = T.bind(T.shift_right(a, 23) - 127)             # unbiased float32 exponent
+                    e = T.bind(T.max(ex, -6))                           # e4m3 exponent (-6: subnormal range)
+                    mant = T.bind(T.bitwise_or(T.bitwise_and(a, 0x7FFFFF), 0x800000))
+                    sh = T.bind(T.min(20 + e - ex, 25))                 # keep 3 mantissa bits (fewer if subnormal)
+                    qv = T.bind(T.shift_right(mant, sh))
+                    rem = T.bind(T.bitwise_and(mant, T.shift_left(1, sh) - 1))
+                    half = T.bind(T.shift_left(1, sh - 1))
+                    up = T.bind(T.Select(T.Or(rem > half, T.And(rem == half, T.bitwise_and(qv, 1) == 1)), 1, 0))
+                    code = T.bind(8 * (e + 6) + qv + up)                # mantissa carry bumps the exponent
                     Q[i, g * GROUP + j] = T.Cast("uint8", T.Select(u < 0, T.bitwise_or(code, 128), code))
 
     module = tvm.IRModule({"main": per_group_fp8_quant})
