@@ -27,7 +27,9 @@ class UsageError(Exception):
 def _console():
     from rich.console import Console
 
-    return Console()
+    console = Console()
+    # Piped output (logs, CI, `| tee`) gets rich's 80-column default, which truncates problem ids: widen it.
+    return console if console.is_terminal else Console(width=160)
 
 
 def _load(root: Optional[Path]):
@@ -52,10 +54,10 @@ def cmd_problems_list(args: argparse.Namespace) -> int:
 
     table = Table(title=f"{len(problems.problems)} problems under {problems.root}")
     for column in ("problem", "family", "arch", "cutedsl", "tirx", "tirx_cpu", "task"):
-        table.add_column(column, overflow="fold")
+        table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
     for p in problems.problems:
         marks = ["✓" if v in p.solutions else "-" for v in ("cutedsl", "tirx", "tirx_cpu")]
-        table.add_row(p.problem_id, p.family, p.sidecar.min_arch, *marks, p.description)
+        table.add_row(p.problem_id, p.family, p.sidecar.min_arch, *marks, p.description[:70])
     console = _console()
     console.print(table)
     for error in problems.errors:
@@ -85,20 +87,23 @@ def cmd_problems_validate(args: argparse.Namespace) -> int:
             console.print(f"{mark} {row.problem_id} {row.variant}: {row.summary[:160]}")
 
     console.print(f"validating {total} problems on {args.device} ...") if not args.json else None
-    options = JudgeOptions(warmup=args.warmup, timed=args.timed)
+    options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline)
     rows = validate(problems, args.device, dsls=args.dsl, limits=JudgeLimits(timeout_s=args.timeout_s),
                     options=options, on_row=progress, only=only)
     failed = [r for r in rows if not r.ok]
+    if args.report:
+        args.report.write_text(json.dumps({"ok": not failed, "rows": [r.as_json() for r in rows]}, indent=2))
     if args.json:
         print(json.dumps({"ok": not failed, "rows": [r.as_json() for r in rows]}, indent=2))
         return 0 if not failed else 1
     table = Table(title=f"validation on {args.device}: {len(rows) - len(failed)}/{len(rows)} ok")
-    for column in ("problem", "dsl", "verdict", "kernel_ms", "eager_ms", "speedup", "ok"):
+    for column in ("problem", "dsl", "verdict", "kernel_ms", "eager_ms", "compile_ms", "speedup", "ok"):
         table.add_column(column)
     for row in rows:
         v = row.verdict
         table.add_row(row.problem_id, row.variant, v.tier if v else ("screens" if row.variant == "screens" else "-"),
                       _ms(v.kernel_ms if v else None), _ms(v.eager_ms if v else None),
+                      _ms(v.torch_compile_ms if v else None),
                       f"{v.speedup:.2f}x" if v and v.speedup else "-", "✓" if row.ok else "✗")
     console.print(table)
     return 0 if not failed else 1
@@ -126,7 +131,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if not kernel.is_file():
         raise UsageError(f"kernel file not found: {kernel}")
     problem = _resolve_problem(args.problem, args.problems_root)
-    options = JudgeOptions(warmup=args.warmup, timed=args.timed)
+    options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline)
     verdict = judge_kernel(problem, kernel, args.dsl, args.device, preset=args.preset, seed=args.seed,
                            limits=JudgeLimits(timeout_s=args.timeout_s), options=options)
     if args.json:
@@ -171,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--problem", nargs="+", metavar="ID", help="only these problem ids")
     check.add_argument("--problems-root", type=Path, help=root_help)
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument("--report", type=Path, help="also write the full JSON report (every verdict) to this file")
     _add_judging_options(check)
     check.set_defaults(handler=cmd_problems_validate)
 
@@ -195,6 +201,9 @@ def _add_judging_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=600.0, help="hard limit per judgement (default 600)")
     parser.add_argument("--warmup", type=int, default=10, help="warm-up draws before timing (default 10)")
     parser.add_argument("--timed", type=int, default=50, help="timed draws (default 50)")
+    parser.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false", default=None,
+                        help="skip timing torch.compile of the reference (on by default on GPUs; inductor's first "
+                             "compile costs 10-60 s per judgement)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -61,3 +61,17 @@ def test_worker_killed_by_the_timeout_gives_a_timeout_verdict(problems, fast_opt
     verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), slow, "tirx", "cpu", options=fast_options,
                            limits=JudgeLimits(timeout_s=8))
     assert verdict.rejected_by == "timeout" and verdict.tier == "fail" and 8 <= verdict.wall_s < 30
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
+def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffix):
+    from mkb_ray.judge import JudgeOptions
+
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), SOLUTIONS / f"01_fused_add_rmsnorm.{suffix}.py", dsl, "cuda",
+                           options=JudgeOptions(compile_baseline=True))
+    assert verdict.tier in ("pass", "pass2x"), verdict.reason
+    assert verdict.executed and verdict.preset == "production" and verdict.target == "sm_90a"
+    assert verdict.timing_method == "cuda_events_l2_flushed" and verdict.timed_draws == 50
+    assert verdict.torch_compile_ms and verdict.torch_compile_ms > 0 and verdict.eager_ms > 0
+    assert "H" in (verdict.device_name or "")  # an H100/H200

@@ -42,6 +42,8 @@ class CallRecord:
     stub_launches: int = 0
     written: list[list[int]] = field(default_factory=list)  # per launch: indices of args it wrote (probe)
     copy_only: list[bool] = field(default_factory=list)  # per launch: every written arg equals an input arg
+    # probe: (tensor, its values right after the launch) for every written arg that is not a copy of an input
+    computed: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
 
 
 def _poison(tensor: torch.Tensor) -> None:
@@ -122,8 +124,9 @@ class LaunchMonitor:
         written = [i for i, (v, b) in enumerate(zip(views, before)) if v is not None and not _same_values(v, b)]
         record.written.append(written)
         inputs = [b for i, b in enumerate(before) if b is not None and i not in written]
-        record.copy_only.append(bool(written) and all(
-            any(_same_values(views[w], b) for b in inputs) for w in written))
+        copies = [w for w in written if any(_same_values(views[w], b) for b in inputs)]
+        record.copy_only.append(bool(written) and len(copies) == len(written))
+        record.computed.extend((views[w], views[w].clone()) for w in written if w not in copies)
         return result
 
     @contextlib.contextmanager
@@ -190,6 +193,8 @@ class LaunchMonitor:
             with monitor.compile_step():
                 executable = real_compile(mod, target, *args, **kwargs)
             kind = _target_kind(target)
+            with monitor.compile_step():
+                _check_host_symbols(executable)
             executes = kind == "llvm" or (kind == "cuda" and monitor.has_gpu)
             ptx_bytes = 0
             if kind == "cuda" and not monitor.has_gpu:
@@ -222,6 +227,36 @@ class LaunchMonitor:
             cached.parent.mkdir(parents=True, exist_ok=True)
             cached.write_bytes(ptx)
         return ptx
+
+
+# What the host (LLVM) code of a TIRx kernel may call: LLVM intrinsics, the TVM runtime, compiler-rt float
+# conversions and libm. Anything else (`T.call_extern("int32", "system", ...)`, the Python C API) runs code that
+# is neither the DSL kernel nor visible to the static rules.
+_HOST_SYMBOL_PREFIXES = ("llvm.", "TVMFFI", "TVMBackend")
+_HOST_SYMBOLS = {
+    "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee", "__truncsfbf2",
+    "__truncdfbf2", "__extendbfsf2", "memcpy", "memmove", "memset",
+    *(name + suffix for suffix in ("", "f") for name in (
+        "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "hypot", "sin",
+        "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+        "erfc", "tgamma", "lgamma", "fabs", "floor", "ceil", "trunc", "round", "rint", "nearbyint", "fmod",
+        "remainder", "fma", "fmin", "fmax", "copysign", "nextafter", "ldexp", "frexp")),
+}
+
+
+class ForbiddenHostCall(RuntimeError):
+    """The compiled host code calls a symbol outside the allow-list."""
+
+
+def _check_host_symbols(executable: Any) -> None:
+    source = executable.mod.inspect_source("ll")
+    declared = {line.split("@", 1)[1].split("(", 1)[0].strip('"')
+                for line in source.splitlines() if line.startswith("declare ") and "@" in line}
+    foreign = sorted(name for name in declared
+                     if name not in _HOST_SYMBOLS and not name.startswith(_HOST_SYMBOL_PREFIXES))
+    if foreign:
+        raise ForbiddenHostCall(f"the kernel's host code calls external symbols {foreign}; only LLVM intrinsics, "
+                                "libm and the TVM runtime may be called (no call_extern into the process)")
 
 
 def _target_kind(target: Any) -> str:

@@ -24,10 +24,14 @@ _BANNED_IMPORT_PREFIXES = (
     "cutlass.base_dsl", "cutlass._mlir", "cutlass.cutlass_dsl",
     "tvm.contrib", "tvm.rpc", "tvm.support", "tvm.runtime", "tvm.ffi", "tvm_ffi",
 )
-_BANNED_CALLS = {
+# Builtins that run code, open files or reflect: banned wherever they are named, not only where called, because
+# `run = exec` followed by `run(...)` is a call of `run`.
+_BANNED_BUILTINS = {
     "eval", "exec", "compile", "__import__", "open", "getattr", "setattr", "delattr", "globals", "locals",
-    "vars", "breakpoint", "input", "exit", "quit", "memoryview",
+    "vars", "breakpoint", "memoryview",
 }
+# Builtins that are harmless to name (common variable names) but not to call.
+_BANNED_CALLS = {"input", "exit", "quit"}
 # Attribute names that reach other compilers, concurrency, the process, or prebuilt binaries.
 _BANNED_ATTRIBUTES = {
     "compile": "torch.compile is another compiler",
@@ -53,6 +57,36 @@ _BANNED_ATTRIBUTES = {
     "_getframe": "frame introspection can read the judge's state",
     "library": "custom torch operators bypass the DSL",
     "ops": "custom torch operator namespaces can hide non-DSL kernels",
+    "multiprocessing": "subprocesses are not allowed",
+    # getattr by other names.
+    "attrgetter": "operator.attrgetter is reflection (getattr by another name)",
+    "methodcaller": "operator.methodcaller is reflection (getattr by another name)",
+    "get_type_hints": "evaluates annotation strings as code",
+    # TVM's global-function registry and packed calls: a kernel calling back into Python (or into any registered
+    # function) would hand its work to eager code while counting as a DSL launch.
+    "register_global_func": "registered host callbacks run outside the DSL kernel",
+    "register_func": "registered host callbacks run outside the DSL kernel",
+    "get_global_func": "the global-function registry reaches runtime internals",
+    **{name: "packed calls run host functions outside the DSL kernel" for name in (
+        "call_packed", "call_cpacked", "call_packed_lowered", "call_cpacked_lowered", "tvm_call_packed",
+        "tvm_call_cpacked", "tvm_call_packed_lowered", "tvm_call_cpacked_lowered", "anylist_setitem_call_packed",
+        "anylist_setitem_call_cpacked")},
+    # Writing files plus any loader of code or pickles (torch.hub, numpy's C-extension builders) runs code the
+    # static rules never saw.
+    "tofile": "writing files is not allowed",
+    "hub": "torch.hub loads and runs code from files",
+    "package": "torch.package loads pickled code",
+    "load_library": "loading shared libraries bypasses the DSL",
+    "ctypeslib": "raw foreign calls are not allowed",
+    "f2py": "numpy.f2py builds native extensions",
+    "extbuild": "numpy.testing.extbuild builds native extensions",
+}
+# Functions of torch/numpy that read or write files; loading unpickles, which runs arbitrary code.
+_BANNED_MODULE_FUNCTIONS = {"torch": {"load", "save"}, "numpy": {"load", "save", "savez", "fromfile", "memmap"}}
+_BANNED_KEYWORDS = {
+    "allow_pickle": "unpickling runs arbitrary code",
+    "weights_only": "unpickling runs arbitrary code",
+    "pickle_module": "unpickling runs arbitrary code",
 }
 _BANNED_NAMES = {
     "reference": "calling the problem's reference is not allowed",
@@ -113,14 +147,24 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in _BANNED_CALLS:
             self._flag("banned_call", node, f"call of builtin '{node.func.id}()' is not allowed")
+        for keyword in node.keywords:
+            if keyword.arg in _BANNED_KEYWORDS:
+                self._flag("banned_call", node, f"keyword '{keyword.arg}=': {_BANNED_KEYWORDS[keyword.arg]}")
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = node.attr
+        root = _chain_root(node)
         if name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS:
             self._flag("dunder_access", node, f"access to '{name}' is not allowed (reflection)")
         elif name in _BANNED_ATTRIBUTES and not self._is_dsl_compile(node):
             self._flag("banned_attribute", node, f"'.{name}': {_BANNED_ATTRIBUTES[name]}")
+        elif name in _BANNED_MODULE_FUNCTIONS.get(self.module_aliases.get(root or "", ""), ()):
+            self._flag("banned_attribute", node, f"'{ast.unparse(node)}': file I/O and unpickling are not allowed")
+        elif name.startswith("_") and root not in ("self", "cls"):
+            # Private state of the DSL runtimes, torch or the judge's wrappers (e.g. the launch monitor behind a
+            # compiled kernel) is not the submission's to read.
+            self._flag("private_access", node, f"access to private attribute '{name}' is not allowed")
         self.generic_visit(node)
 
     def _is_dsl_compile(self, node: ast.Attribute) -> bool:
@@ -133,6 +177,8 @@ class _Checker(ast.NodeVisitor):
         return isinstance(base, ast.Name) and self.module_aliases.get(base.id) in {"cutlass", "tvm"}
 
     def visit_Name(self, node: ast.Name) -> None:
+        if node.id in _BANNED_BUILTINS:
+            self._flag("banned_call", node, f"builtin '{node.id}' is not allowed (called or passed around)")
         if node.id in _BANNED_NAMES:
             self._flag("banned_name", node, f"'{node.id}': {_BANNED_NAMES[node.id]}")
         if node.id.startswith("__") and node.id.endswith("__") and node.id not in _ALLOWED_DUNDERS:
@@ -147,6 +193,10 @@ class _Checker(ast.NodeVisitor):
             if isinstance(base, ast.Name) and base.id in self.module_aliases:
                 dotted = ast.unparse(target)
                 self._flag("module_patch", node, f"assigning '{dotted}' patches an imported module")
+            elif not isinstance(base, ast.Name):
+                # `type(x).attr = ...` or `[torch.Tensor][0].attr = ...` reach classes without naming them.
+                dotted = ast.unparse(target)
+                self._flag("module_patch", node, f"assigning '{dotted}' may patch an imported class")
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
                 self._check_assignment_target(element, node)
@@ -170,6 +220,28 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _chain_root(node: ast.AST) -> str | None:
+    """The name an attribute chain starts from (`torch` in `torch.cuda.synchronize`), None if not a name."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _add_assigned_aliases(tree: ast.AST, aliases: dict[str, str]) -> None:
+    """`Tensor = torch.Tensor` makes `Tensor` stand for torch too (so `Tensor.any = ...` is a module patch)."""
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute))):
+                continue
+            root = aliases.get(_chain_root(node.value) or "")
+            for target in node.targets:
+                if root and isinstance(target, ast.Name) and target.id not in aliases:
+                    aliases[target.id] = root
+                    changed = True
+
+
 def check_source(source: str, dsl: str) -> list[StaticViolation]:
     """All rule violations in a kernel's source text; empty when it may run."""
     try:
@@ -185,6 +257,7 @@ def check_source(source: str, dsl: str) -> list[StaticViolation]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             for alias in node.names:
                 checker.module_aliases[alias.asname or alias.name] = node.module.split(".")[0]
+    _add_assigned_aliases(tree, checker.module_aliases)
     checker.visit(tree)
     defines_solve = any(isinstance(n, ast.FunctionDef) and n.name == "solve" for n in tree.body)
     if not defines_solve:

@@ -20,7 +20,10 @@ def reference(key, value, key_cache, value_cache, slot_mapping, k_scales, v_scal
         xf = x.to(acc)
         scale = xf.abs().amax(dim=-1).clamp(min=SCALE_MIN) / FP8_MAX
         q = (xf / scale.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-        cache.view(-1, heads, dim)[slot_mapping] = q.to(cache.dtype)
+        if cache.dtype == torch.float8_e4m3fn:   # store the raw bytes (uint8 index_put works on every device)
+            cache.view(torch.uint8).view(-1, heads, dim)[slot_mapping] = q.view(torch.uint8)
+        else:                                    # float64 anchor
+            cache.view(-1, heads, dim)[slot_mapping] = q.to(cache.dtype)
         scales.view(-1, heads)[slot_mapping] = scale.to(scales.dtype)
 
 

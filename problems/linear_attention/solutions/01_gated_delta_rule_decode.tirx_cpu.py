@@ -24,22 +24,24 @@ def _build(batch: int, hk: int, hv: int, dk: int, dv: int):
         kv = T.alloc_buffer((dv,), "float32")
         u = T.alloc_buffer((dv,), "float32")
         o = T.alloc_buffer((dv,), "float32")
+        decay = T.alloc_buffer((1,), "float32")
+        s_new = T.alloc_buffer((1,), "float32")
         for b in T.serial(batch):
             for h in T.serial(hv):
-                decay = T.bind(T.Cast("float32", T.exp(T.Cast("float64", G[b, h]))))
+                decay[0] = T.Cast("float32", T.exp(T.Cast("float64", G[b, h])))
                 for j in T.serial(dv):
                     kv[j] = T.float32(0)
                 for i in T.serial(dk):
                     for j in T.serial(dv):
-                        kv[j] = kv[j] + S[b, h, i, j] * decay * T.Cast("float32", K[b, h // rep, i])
+                        kv[j] = kv[j] + S[b, h, i, j] * decay[0] * T.Cast("float32", K[b, h // rep, i])
                 for j in T.serial(dv):
                     u[j] = T.Cast("float32", BETA[b, h]) * (T.Cast("float32", V[b, h, j]) - kv[j])
                     o[j] = T.float32(0)
                 for i in T.serial(dk):
                     for j in T.serial(dv):
-                        s_new = T.bind(S[b, h, i, j] * decay + T.Cast("float32", K[b, h // rep, i]) * u[j])
-                        S[b, h, i, j] = s_new
-                        o[j] = o[j] + s_new * T.Cast("float32", Q[b, h // rep, i])
+                        s_new[0] = S[b, h, i, j] * decay[0] + T.Cast("float32", K[b, h // rep, i]) * u[j]
+                        S[b, h, i, j] = s_new[0]
+                        o[j] = o[j] + s_new[0] * T.Cast("float32", Q[b, h // rep, i])
                 for j in T.serial(dv):
                     O[b, h, j] = T.Cast("bfloat16", o[j] * T.float32(scale))
 

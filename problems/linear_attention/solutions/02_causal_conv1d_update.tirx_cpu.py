@@ -18,13 +18,12 @@ def _build(batch: int, slots_n: int, dim: int, width: int):
         acc = T.alloc_buffer((1,), "float32")
         for b in T.serial(batch):
             for d in T.serial(dim):
-                s = T.bind(SL[b])
                 acc[0] = T.Cast("float32", X[b, d]) * T.Cast("float32", W[d, width - 1])
                 for w in T.serial(width - 1):
-                    acc[0] = acc[0] + T.Cast("float32", ST[s, w, d]) * T.Cast("float32", W[d, w])
+                    acc[0] = acc[0] + T.Cast("float32", ST[SL[b], w, d]) * T.Cast("float32", W[d, w])
                 for w in T.serial(width - 2):
-                    ST[s, w, d] = ST[s, w + 1, d]
-                ST[s, width - 2, d] = X[b, d]
+                    ST[SL[b], w, d] = ST[SL[b], w + 1, d]
+                ST[SL[b], width - 2, d] = X[b, d]
                 Y[b, d] = T.Cast("bfloat16", acc[0] / (T.float32(1) + T.exp(-acc[0])))
 
     module = tvm.IRModule({"main": conv1d_update})

@@ -18,28 +18,39 @@ def _build(tokens: int, hidden: int):
         X = T.match_buffer(x_ptr, (tokens, hidden), "bfloat16")
         Q = T.match_buffer(q_ptr, (tokens, hidden), "uint8")
         S = T.match_buffer(s_ptr, (tokens, 1), "float32")
+        # scalar temporaries live in buffers allocated once (per-iteration scalars are slow on the LLVM target)
         amax = T.alloc_buffer((1,), "float32")
+        scale = T.alloc_buffer((1,), "float32")
+        y = T.alloc_buffer((1,), "float32")
+        u = T.alloc_buffer((1,), "int32")
+        ex = T.alloc_buffer((1,), "int32")
+        e = T.alloc_buffer((1,), "int32")
+        mant = T.alloc_buffer((1,), "int32")
+        sh = T.alloc_buffer((1,), "int32")
+        qv = T.alloc_buffer((1,), "int32")
+        rem = T.alloc_buffer((1,), "int32")
+        code = T.alloc_buffer((1,), "int32")
         for i in T.serial(tokens):
             amax[0] = T.float32(0)
             for j in T.serial(hidden):
                 amax[0] = T.max(amax[0], T.abs(T.Cast("float32", X[i, j])))
-            scale = T.bind(T.max(amax[0], T.float32(AMAX_FLOOR)) / T.float32(FP8_MAX))
-            S[i, 0] = scale
+            scale[0] = T.max(amax[0], T.float32(AMAX_FLOOR)) / T.float32(FP8_MAX)
+            S[i, 0] = scale[0]
             for j in T.serial(hidden):
-                y = T.bind(T.min(T.max(T.Cast("float32", X[i, j]) / scale, T.float32(-FP8_MAX)), T.float32(FP8_MAX)))
+                y[0] = T.min(T.max(T.Cast("float32", X[i, j]) / scale[0], T.float32(-FP8_MAX)),
+                             T.float32(FP8_MAX))
                 # float32 -> e4m3fn bits, round to nearest even (|y| <= 448, so no overflow to NaN)
-                u = T.bind(T.reinterpret("int32", y))
-                a = T.bind(T.bitwise_and(u, 0x7FFFFFFF))
-                ex = T.bind(T.shift_right(a, 23) - 127)                 # unbiased float32 exponent
-                e = T.bind(T.max(ex, -6))                               # e4m3 exponent (-6: subnormal range)
-                mant = T.bind(T.bitwise_or(T.bitwise_and(a, 0x7FFFFF), 0x800000))
-                sh = T.bind(T.min(20 + e - ex, 25))                     # keep 3 mantissa bits (fewer if subnormal)
-                qv = T.bind(T.shift_right(mant, sh))
-                rem = T.bind(T.bitwise_and(mant, T.shift_left(1, sh) - 1))
-                half = T.bind(T.shift_left(1, sh - 1))
-                up = T.bind(T.Select(T.Or(rem > half, T.And(rem == half, T.bitwise_and(qv, 1) == 1)), 1, 0))
-                code = T.bind(8 * (e + 6) + qv + up)                    # mantissa carry bumps the exponent
-                Q[i, j] = T.Cast("uint8", T.Select(u < 0, T.bitwise_or(code, 128), code))
+                u[0] = T.reinterpret("int32", y[0])
+                ex[0] = T.shift_right(T.bitwise_and(u[0], 0x7FFFFFFF), 23) - 127   # unbiased float32 exponent
+                e[0] = T.max(ex[0], -6)  # e4m3 exponent (-6: subnormal range)
+                mant[0] = T.bitwise_or(T.bitwise_and(u[0], 0x7FFFFF), 0x800000)  # 24-bit significand
+                sh[0] = T.min(20 + e[0] - ex[0], 25)  # keep 3 mantissa bits (fewer if subnormal)
+                qv[0] = T.shift_right(mant[0], sh[0])
+                rem[0] = T.bitwise_and(mant[0], T.shift_left(1, sh[0]) - 1)
+                code[0] = 8 * (e[0] + 6) + qv[0] + T.Select(  # a mantissa carry bumps the exponent
+                    T.Or(rem[0] > T.shift_left(1, sh[0] - 1),
+                         T.And(rem[0] == T.shift_left(1, sh[0] - 1), T.bitwise_and(qv[0], 1) == 1)), 1, 0)
+                Q[i, j] = T.Cast("uint8", T.Select(u[0] < 0, T.bitwise_or(code[0], 128), code[0]))
 
     module = tvm.IRModule({"main": per_token_fp8_quant})
     return tvm.compile(module, target="llvm", tir_pipeline="tirx")["main"]
