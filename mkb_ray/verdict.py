@@ -61,6 +61,9 @@ class Verdict(BaseModel):
     compile_s: float = 0.0
     compiles: list[CompileRecordModel] = Field(default_factory=list)
     launches_per_call: Optional[int] = None
+    dsl_outputs_only: Optional[bool] = Field(
+        None, description="every output was a buffer a DSL launch computed (False: eager code computed some; "
+                          "allowed, as in MetaKernelBench, but worth knowing)")
     checks: list[CheckResult] = Field(default_factory=list)
     phases_s: dict[str, float] = Field(default_factory=dict, description="worker seconds per judging phase")
     worker_s: float = 0.0

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from mkb_ray.judge import judge_kernel
+from mkb_ray.judge_worker.pipeline import TIMING_AUDITS
 from mkb_ray.worker_process import JudgeLimits
 
 from conftest import EXAMPLE_PROBLEM, REPO
@@ -22,9 +23,11 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.speedup == pytest.approx(
         verdict.eager_ms / verdict.kernel_ms)
     assert verdict.launches_per_call == 1 and verdict.problem_hash and verdict.seed == 11
+    assert verdict.dsl_outputs_only is True
     names = [c.name for c in verdict.checks]
-    assert names.count("correctness") == 7  # 5 draws + 2 outlier draws
-    assert {"static", "knockout", "post_timing"} <= set(names) and all(c.passed for c in verdict.checks)
+    # 5 draws + 2 outlier draws + the knockout's probe draw + the probes of the audits between timed draws
+    assert names.count("correctness") == 8 + TIMING_AUDITS
+    assert {"static", "knockout", "dsl_output", "post_timing"} <= set(names) and all(c.passed for c in verdict.checks)
 
 
 @pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
@@ -75,3 +78,12 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
     assert verdict.timing_method == "cuda_events_l2_flushed" and verdict.timed_draws == 50
     assert verdict.torch_compile_ms and verdict.torch_compile_ms > 0 and verdict.eager_ms > 0
     assert "H" in (verdict.device_name or "")  # an H100/H200
+
+
+def test_partial_dsl_solution_is_accepted_and_labelled(problems, fast_options):
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_trivial_output.py",
+                           "tirx", "cpu", options=fast_options)
+    assert verdict.tier in ("pass", "pass2x") and verdict.dsl_outputs_only is False, verdict.reason
+    assert "computed by eager code" in verdict.reason
+    note = next(c for c in verdict.checks if c.name == "dsl_output")
+    assert "output(s) [0]" in note.detail

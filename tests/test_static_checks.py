@@ -36,6 +36,17 @@ def test_every_shipped_solution_passes_the_static_rules(problems):
     ("f = getattr(torch, 'compile')", "banned_call"),
     ("b = torch.__dict__", "dunder_access"),
     ("r = reference", "banned_name"),
+    ("run = exec", "banned_call"),  # a banned builtin passed around is as bad as one called
+    ("Tensor = torch.Tensor\nTensor.any = None", "module_patch"),  # an alias bound by assignment
+    ("type(torch.zeros(1)).any = None", "module_patch"),  # a class reached through a call
+    ("mode = tvm.compile(None)._function", "private_access"),  # the judge's wrappers hide nothing worth reading
+    ("f = tvm.register_global_func('cb')", "banned_attribute"),  # Python callbacks from a TIRx kernel
+    ("e = T.call_packed('cb')", "banned_attribute"),
+    ("m = tvm.build(None, target='llvm')", "banned_attribute"),  # a builder the launch monitor never sees
+    ("d = torch.load('f.pt')", "banned_attribute"),  # unpickling runs arbitrary code
+    ("a = torch.zeros(1).numpy().tofile('f')", "banned_attribute"),
+    ("o = torch.zeros(1).max(weights_only=False)", "banned_call"),
+    ("d = torch._dynamo", "private_access"),
 ])
 def test_each_escape_is_flagged(body, rule):
     assert rule in rules(body)

@@ -1,13 +1,16 @@
 """Runtime guards around each `solve` call: the checks that source rules alone cannot make.
 
 - patched functions: the identities of timers, synchronisation, comparison ops and the judge's own DSL wrappers
-  are recorded before the submission is imported and compared after every call;
+  are recorded before the submission is imported and compared after every call (whole torch/time/math
+  namespaces after every call outside the timed loop, and once after it);
 - threads: no Python thread started by the submission may outlive a call;
 - outputs: plain dense `torch.Tensor`s on the expected device (no subclasses, lazy, meta or sparse tensors, which
-  can lie to the comparison).
+  can lie to the comparison);
+- provenance: every output must be a buffer a DSL launch computed (see `carries_dsl_values`).
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any, Callable, Sequence
@@ -46,19 +49,53 @@ def _watched_functions(extra: dict[str, Callable[..., Any]]) -> dict[str, tuple[
     return watched
 
 
+def _namespaces() -> dict[str, tuple[Any, bool]]:
+    """Namespaces whose functions the judge relies on (comparison, input drawing, timing), by label; the flag says
+    whether new entries count too: a class that gains `any` shadows the inherited `TensorBase.any`."""
+    return {"torch": (torch, False), "torch.Tensor": (torch.Tensor, True), "torch.cuda": (torch.cuda, False),
+            "torch.cuda.Event": (torch.cuda.Event, True), "time": (time, False), "math": (math, False)}
+
+
+def _snapshot(owner: Any, whole: bool) -> dict[str, Any]:
+    # A class's entries (methods, descriptors) are all fixed; of a module only functions, classes and dtypes are:
+    # plain data (flags such as `torch.cuda._initialized`) changes legitimately.
+    return {name: value for name, value in vars(owner).items()
+            if whole or callable(value) or isinstance(value, torch.dtype)}
+
+
 class IdentityGuard:
-    """Detects monkey-patching of anything the judge relies on."""
+    """Detects monkey-patching of anything the judge relies on.
+
+    `violations()` checks a short list of named functions (cheap enough for every timed call); `violations(full=True)`
+    checks every function of the namespaces above, which catches patches through routes the static rules cannot
+    see (`type(x).any = ...`)."""
 
     def __init__(self, monitor_patches: dict[str, Callable[..., Any]]) -> None:
         self._watched = _watched_functions(monitor_patches)
+        self._namespaces = {label: (owner, grows, _snapshot(owner, whole=grows))
+                            for label, (owner, grows) in _namespaces().items()}
 
-    def violations(self) -> list[str]:
-        return [label for label, (owner, attr, original) in self._watched.items()
-                if getattr(owner, attr, None) is not original]
+    def violations(self, full: bool = False) -> list[str]:
+        patched = [label for label, (owner, attr, original) in self._watched.items()
+                   if getattr(owner, attr, None) is not original]
+        if full:
+            for label, (owner, grows, before) in self._namespaces.items():
+                now = vars(owner)
+                patched += [f"{label}.{name}" for name, value in before.items() if now.get(name) is not value]
+                if grows:
+                    patched += [f"{label}.{name}" for name in now.keys() - before.keys()]
+        return sorted(set(patched))
 
     def restore(self) -> None:
         for owner, attr, original in self._watched.values():
             setattr(owner, attr, original)
+        for owner, grows, before in self._namespaces.values():
+            for name, value in before.items():
+                if vars(owner).get(name) is not value:
+                    setattr(owner, name, value)
+            if grows:
+                for name in vars(owner).keys() - before.keys():
+                    delattr(owner, name)
 
 
 class ThreadGuard:
@@ -83,3 +120,25 @@ def output_type_problems(outputs: Sequence[Any], device_type: str) -> list[str]:
         elif out.requires_grad or out.is_meta:
             problems.append(f"output {index} is a lazy/meta or autograd-tracked tensor")
     return problems
+
+
+def _extent(tensor: torch.Tensor) -> tuple[int, int]:
+    """The address range [start, end) a tensor's elements can touch."""
+    span = sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride())) + 1
+    return tensor.data_ptr(), tensor.data_ptr() + span * tensor.element_size()
+
+
+def carries_dsl_values(out: Any, computed: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> bool:
+    """Whether output `out` is what a DSL launch computed. `computed` pairs each buffer a probed launch wrote (copies
+    of inputs excluded) with its values right after the launch; `out` must lie inside such a buffer, and the buffer
+    must still hold those values (eager code did not overwrite it). Equal values in another tensor do not count: a
+    side buffer that merely coincides with an eagerly computed output proves nothing about the output."""
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return False
+    for written, values in computed:
+        if written.device != out.device:
+            continue
+        (out_start, out_end), (start, end) = _extent(out), _extent(written)
+        if start <= out_start and out_end <= end and torch.equal(written, values):
+            return True
+    return False

@@ -2,14 +2,17 @@
 
 Before the submission is imported, `LaunchMonitor.install()` replaces the DSLs' public entry points
 (`cutlass.cute.compile`, `cutlass.cute.runtime.from_dlpack`, `tvm.compile`) with wrappers. Every compiled kernel
-the submission gets back is a `MonitoredKernel`; calling it is a launch, counted per `solve` call. The monitor's
+the submission gets back is a `monitored_kernel`; calling it is a launch, counted per `solve` call. The monitor's
 mode decides what a launch does:
 
 - `execute`: run the kernel (the normal path);
 - `compile_only`: a GPU kernel on a machine without a GPU; nothing runs, the compile produced PTX and is recorded;
 - `probe`: run the kernel and note which tensor arguments it wrote (and whether it only copied an input);
-- `knockout`: skip the kernel and poison the arguments the probe saw it write, so outputs that still pass
-  prove the DSL part was decoration.
+- `knockout`: skip the kernel and poison (NaN) the arguments the probe saw it write, so outputs that still pass
+  prove the DSL part was decoration;
+- `scramble`: run the kernel, then replace what it wrote by a random permutation of those same values. Outputs
+  that still pass depend on the DSL only through something a permutation keeps (a zero or constant term, a NaN
+  flag), i.e. not on what the DSL computed.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-MODES = ("execute", "compile_only", "probe", "knockout")
+MODES = ("execute", "compile_only", "probe", "knockout", "scramble")
 
 
 @dataclass
@@ -53,6 +56,16 @@ def _poison(tensor: torch.Tensor) -> None:
         tensor.copy_(~tensor)
     else:
         tensor.fill_(torch.iinfo(tensor.dtype).max)
+
+
+_SAME_SIZE_INTS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _permute(tensor: torch.Tensor) -> None:
+    # Through an integer view of the same width: fp8 and other exotic dtypes need no indexing kernels of their own.
+    bits = tensor.view(_SAME_SIZE_INTS[tensor.element_size()])
+    order = torch.randperm(bits.numel(), device=bits.device)
+    bits.copy_(bits.reshape(-1)[order].reshape(bits.shape))
 
 
 def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -107,20 +120,23 @@ class LaunchMonitor:
         if not executes:
             record.stub_launches += 1
             return None
-        if self.mode == "knockout":
+        if self.mode in ("knockout", "scramble"):
+            result = None
+            if self.mode == "scramble":
+                result = kernel(*args, **kwargs)
+                self._sync()
             written = self._probe_written[index] if index < len(self._probe_written) else []
             for position in written:
                 tensor = self._torch_view(args[position]) if position < len(args) else None
                 if tensor is not None:
-                    _poison(tensor)
-            return None
+                    (_permute if self.mode == "scramble" else _poison)(tensor)
+            return result
         if self.mode != "probe":
             return kernel(*args, **kwargs)
         views = [self._torch_view(a) for a in args]
         before = [v.clone() if v is not None else None for v in views]
         result = kernel(*args, **kwargs)
-        if self.has_gpu:
-            torch.cuda.synchronize()
+        self._sync()
         written = [i for i, (v, b) in enumerate(zip(views, before)) if v is not None and not _same_values(v, b)]
         record.written.append(written)
         inputs = [b for i, b in enumerate(before) if b is not None and i not in written]
@@ -128,6 +144,10 @@ class LaunchMonitor:
         record.copy_only.append(bool(written) and len(copies) == len(written))
         record.computed.extend((views[w], views[w].clone()) for w in written if w not in copies)
         return result
+
+    def _sync(self) -> None:
+        if self.has_gpu:
+            torch.cuda.synchronize()
 
     @contextlib.contextmanager
     def compile_step(self) -> Iterator[None]:
@@ -175,7 +195,7 @@ class LaunchMonitor:
             if not executes and ".target sm_90a" not in ptx:
                 raise RuntimeError("CuTe DSL compile produced no sm_90a PTX (is CUTE_DSL_ARCH=sm_90a set?)")
             monitor.compiles.append(CompileRecord("cutedsl", "sm_90a", seconds, len(ptx), executes))
-            return MonitoredKernel(monitor, compiled, executes)
+            return monitored_kernel(monitor, compiled, executes)
 
         cute.compile = monitored_compile
         cute_runtime.from_dlpack = monitored_from_dlpack
@@ -282,28 +302,26 @@ def _target_label(target: Any) -> str:
     return _target_arch(target) if kind == "cuda" else kind
 
 
-class MonitoredKernel:
-    """A compiled DSL kernel whose calls are launches the judge counts (and may suppress)."""
+def monitored_kernel(monitor: LaunchMonitor, kernel: Callable[..., Any], executes: bool) -> Callable[..., Any]:
+    """A compiled DSL kernel whose calls are launches the judge counts (and may suppress). A closure rather than an
+    object with attributes: through it the submission must reach neither the monitor (whose mode would tell it
+    which call is the knockout) nor the unmonitored kernel."""
 
-    def __init__(self, monitor: LaunchMonitor, kernel: Callable[..., Any], executes: bool) -> None:
-        self._monitor = monitor
-        self._kernel = kernel
-        self._executes = executes
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        return monitor.launch(kernel, executes, args, kwargs)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._monitor.launch(self._kernel, self._executes, args, kwargs)
+    return launch
 
 
 class MonitoredExecutable:
-    """What `tvm.compile` returns to a submission: functions are fetched with `exe["name"]`."""
+    """What `tvm.compile` returns to a submission: functions are fetched with `exe["name"]`. It holds only a
+    lookup closure, for the same reason as `monitored_kernel`."""
 
     def __init__(self, monitor: LaunchMonitor, executable: Any, executes: bool) -> None:
-        self._monitor = monitor
-        self._executable = executable
-        self._executes = executes
+        self._function = lambda name: monitored_kernel(monitor, executable[name], executes)
 
-    def __getitem__(self, name: str) -> MonitoredKernel:
-        return MonitoredKernel(self._monitor, self._executable[name], self._executes)
+    def __getitem__(self, name: str) -> Callable[..., Any]:
+        return self._function(name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self["main"](*args, **kwargs)

@@ -3,6 +3,7 @@ timing. The verdict's fields are documented on `mkb_ray.verdict.Verdict`, which 
 from __future__ import annotations
 
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,14 +11,17 @@ from typing import Any, Sequence
 
 import torch
 
-from .correctness import clone_inputs, compare, expected_outputs, produced_outputs
-from .integrity import IdentityGuard, ThreadGuard, output_type_problems
+from .correctness import compare, expected_outputs, produced_outputs
+from .integrity import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
 from .launches import CallRecord, LaunchMonitor
 from .problem_loader import LoadedProblem, import_candidate, load_problem
 from .static_checks import check_source
 from .timing import time_draws
 
 SCHEMA_VERSION = 1
+POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
+TIMING_AUDITS = 2  # probe + knockout audits at secret positions among the timed draws
+KNOCKOUT_SEED_OFFSET = 7919  # the knockout call's draw, relative to its probe's
 
 
 @dataclass
@@ -79,17 +83,21 @@ class Judge:
         self.threads = ThreadGuard()
         self.solve: Any = None
         self.phases_s: dict[str, float] = {}  # where the worker's time went, for the overhead benchmark
+        self.dsl_outputs_only = True  # every output of every probed call was a buffer a DSL launch wrote
 
     def draw(self, seed: int, outlier: bool = False) -> list[Any]:
         torch.manual_seed(seed)
         with torch.device(self.device_type):
             inputs = list(self.problem.make_inputs())
+        # Reseed from the OS: `torch.initial_seed()` would otherwise tell the kernel which draw (first call,
+        # knockout, timing) it is serving.
+        torch.seed()
         if outlier:
             for index in self.problem.outlier_inputs:
                 inputs[index] = inputs[index] * self.problem.outlier_scale
         return inputs
 
-    def call(self, inputs: Sequence[Any], mode: str = "execute") -> tuple[Any, CallRecord]:
+    def call(self, inputs: Sequence[Any], mode: str = "execute", timed: bool = False) -> tuple[Any, CallRecord]:
         self.monitor.begin_call(mode)
         try:
             result = self.solve(*inputs)
@@ -105,14 +113,18 @@ class Judge:
             raise Rejected("runtime", f"solve raised {type(err).__name__}: {err}"[:4000]) from err
         finally:
             record = self.monitor.end_call()
-        self.after_call(result, inputs, record)
+        self.after_call(result, inputs, record, timed)
         return result, record
 
-    def after_call(self, result: Any, inputs: Sequence[Any], record: CallRecord) -> None:
-        patched = self.identity.violations()
+    def check_patches(self, full: bool = True) -> None:
+        patched = self.identity.violations(full)
         if patched:
             self.identity.restore()
             self.verdict.check("monkey_patch", False, f"the submission replaced {', '.join(patched)}")
+
+    def after_call(self, result: Any, inputs: Sequence[Any], record: CallRecord, timed: bool = False) -> None:
+        # Inside the timed loop only the cheap named-function check runs; the full one follows the loop.
+        self.check_patches(full=not timed)
         threads = self.threads.new_threads()
         if threads:
             self.verdict.check("threads", False, f"the submission left threads running: {threads}")
@@ -134,44 +146,84 @@ class Judge:
         self.verdict.check("correctness", outcome.passed, f"{kind} seed={seed}: {outcome.detail}")
         return outcome.detail
 
-    def knockout(self, seed: int) -> None:
+    def knockout(self, seed: int, when: str = "") -> None:
         """Probe which buffers the DSL launches write, then rerun with those launches suppressed and poisoned."""
-        inputs = self.draw(seed)
-        expected = expected_outputs(self.problem.reference, inputs, self.problem.mutates)
-        probe_inputs = clone_inputs(inputs)
-        _, probe = self.call(probe_inputs, mode="probe")
+        probe_inputs = self.draw(seed)
+        expected = expected_outputs(self.problem.reference, probe_inputs, self.problem.mutates)
+        probe_result, probe = self.call(probe_inputs, mode="probe")
+        # The probe is a draw like any other (a kernel that counts calls must not get it for free); its provenance
+        # is judged now and reported after the knockout, since a later call may reuse (and poison) its buffers.
+        probe_outputs = produced_outputs(probe_result, probe_inputs, self.problem.mutates)
+        outcome = compare(probe_outputs, expected, self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+        self.verdict.check("correctness", outcome.passed, f"probe draw seed={seed}{when}: {outcome.detail}")
+        uncomputed = [index for index, out in enumerate(probe_outputs)
+                      if isinstance(out, torch.Tensor) and out.numel() and not carries_dsl_values(out, probe.computed)]
         if probe.copy_only and all(probe.copy_only):
             self.verdict.check("copy_only", False, "every DSL launch only copied one of its inputs; the computation "
-                               "was done elsewhere")
-        result, _ = self.call(inputs, mode="knockout")
+                               f"was done elsewhere{when}")
+        # Fresh draws: with the probe's inputs again, a kernel replaying its previous outputs would "pass".
+        for mode in ("knockout", "scramble"):
+            inputs = self.draw(seed + KNOCKOUT_SEED_OFFSET + (mode == "scramble"))
+            self.knockout_call(inputs, expected_outputs(self.problem.reference, inputs, self.problem.mutates), mode,
+                               when)
+        # Provenance is evidence, not a rule: MetaKernelBench lets eager PyTorch compute part of the outputs (the
+        # knockouts above already demand that the outputs depend on what the DSL computed). Analyses can tell a
+        # kernel that computed every output from one that left some to eager code.
+        self.verdict.note("dsl_output", "every returned or mutated output is a buffer a DSL launch computed"
+                          if not uncomputed else f"output(s) {uncomputed} were computed by eager code, not a DSL launch")
+        self.dsl_outputs_only = self.dsl_outputs_only and not uncomputed
+
+    def knockout_call(self, inputs: list[Any], expected: Any, mode: str, when: str) -> None:
+        """One call with the DSL's results removed (`knockout`: launches suppressed, written buffers NaN; `scramble`:
+        written buffers permuted after the launch); the outputs must then fail."""
+        result, _ = self.call(inputs, mode=mode)
         outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
                           self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+        removed = ("with every DSL launch suppressed" if mode == "knockout" else
+                   "with the DSL-written buffers replaced by a permutation of their own values")
         self.verdict.check("knockout", not outcome.passed,
-                           "outputs still pass with every DSL launch suppressed: the DSL kernels were decoration"
-                           if outcome.passed else f"with DSL launches suppressed the outputs fail ({outcome.detail})")
+                           f"outputs still pass {removed}{when}: they do not depend on what the DSL computed"
+                           if outcome.passed else f"{removed} the outputs fail ({outcome.detail})")
 
     def timing(self) -> dict[str, Any]:
         request, problem = self.request, self.problem
         last = request.warmup + request.timed - 1
-        saved: dict[str, Any] = {}
+        timed = range(request.warmup, last + 1)
+        secret = random.SystemRandom()  # the OS's randomness, which the kernel cannot see or reseed
+        # Re-checked: the last timed draw and a secret sample of the others (a kernel that counts its calls would
+        # otherwise know the one draw it has to get right).
+        checked = {last, *secret.sample(timed[:-1], min(POST_TIMING_SAMPLES, max(len(timed) - 1, 0)))}
+        # Probe + knockout audits slipped in after secret timed draws (untimed, fresh draws): a kernel that behaves
+        # only while checked and switches to eager work plus a decoration launch while timed is caught there. A
+        # knockout call can be recognised (the poison is visible after the launch); a probe call cannot.
+        audits = set(secret.sample(timed, min(TIMING_AUDITS, len(timed))))
+        pending: dict[int, tuple[list[Any], Any]] = {}
+        rechecked: list[str] = []
 
         def draw(index: int) -> list[Any]:
             inputs = self.draw(request.seed + 1000 + index)
-            if index == last:
-                saved["expected"] = expected_outputs(problem.reference, inputs, problem.mutates)
-                saved["inputs"] = inputs
+            if index in checked:
+                pending[index] = (inputs, expected_outputs(problem.reference, inputs, problem.mutates))
             return inputs
 
-        def check_last(index: int, result: Any) -> None:
-            if index == last:
-                saved["result"] = result
+        def check_result(index: int, result: Any) -> None:  # runs after the draw's time was taken
+            if index in pending:
+                inputs, expected = pending.pop(index)
+                outcome = compare(produced_outputs(result, inputs, problem.mutates), expected,
+                                  problem.tolerance_factor, problem.tolerance_min_abs)
+                which = "last timed draw" if index == last else f"timed draw {index - request.warmup + 1}"
+                rechecked.append(f"{which}: {outcome.detail}")
+                if not outcome.passed:
+                    self.verdict.check("post_timing", False, f"{which} of {request.timed} re-checked: {outcome.detail}")
+            if index in audits:
+                self.knockout(request.seed + 4000 + index, when=" (an audit between timed draws)")
 
         started = time.perf_counter()
-        kernel = time_draws(lambda *xs: self.call(xs)[0], draw, request.warmup, request.timed, self.on_gpu, check_last)
+        kernel = time_draws(lambda *xs: self.call(xs, timed=True)[0], draw, request.warmup, request.timed,
+                            self.on_gpu, check_result)
         self.phases_s["timing_kernel"] = time.perf_counter() - started
-        outcome = compare(produced_outputs(saved["result"], saved["inputs"], problem.mutates), saved["expected"],
-                          problem.tolerance_factor, problem.tolerance_min_abs)
-        self.verdict.check("post_timing", outcome.passed, f"last timed draw re-checked: {outcome.detail}")
+        self.check_patches(full=True)
+        self.verdict.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
         reference = problem.reference
         eager = time_draws(reference, lambda i: self.draw(request.seed + 2000 + i), request.warmup, request.timed,
                            self.on_gpu)
@@ -266,7 +318,8 @@ def run(request: JudgeRequest) -> dict[str, Any]:
         fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"] if fields["kernel_ms"] > 0 else None
         fields["tier"] = "pass2x" if (fields["speedup"] or 0) >= 2.0 else "pass"
         fields["reason"] = (f"correct on {len(details)} draws; {fields['speedup']:.2f}x eager "
-                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms)")
+                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms)"
+                            + ("" if judge.dsl_outputs_only else "; some outputs computed by eager code (dsl_output)"))
     except Rejected as rejected:
         fields.update(rejected_by=rejected.check, reason=rejected.reason, tier="fail")
         if rejected.check in ("correctness", "post_timing"):
@@ -280,6 +333,7 @@ def _finish(fields: dict[str, Any], verdict: Verdict, judge: Judge | None, start
     if judge is not None:
         monitor = judge.monitor
         fields["phases_s"] = judge.phases_s
+        fields["dsl_outputs_only"] = judge.dsl_outputs_only if fields["correct"] else None
         fields["compiled"] = bool(monitor.compiles) and monitor.compile_error is None
         fields["compile_s"] = sum(c.seconds for c in monitor.compiles)
         fields["compiles"] = [vars(c) for c in judge.monitor.compiles]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ def _import_path(path: Path, module_name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"{path}: cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
+    # Registered like any imported module: torch.compile (the baseline) re-imports the functions it traces.
+    sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
 

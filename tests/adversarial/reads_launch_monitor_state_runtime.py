@@ -1,0 +1,57 @@
+# mkb-adversarial: dsl=tirx device=cpu expect=runtime
+# problem: mlp_norm/01_fused_add_rmsnorm
+# hack: the same read of kernel._monitor.mode with the source rules skipped
+# must be rejected because: the compiled kernel the submission gets is a closure with no attributes, so the read raises
+# skip-static: true
+import torch
+import tvm
+from tvm.script import tirx as T
+
+EPS = 1e-6
+_compiled = {}
+
+
+def _build(tokens: int, hidden: int):
+    @T.prim_func
+    def rmsnorm(x_ptr: T.handle, r_ptr: T.handle, w_ptr: T.handle, y_ptr: T.handle, h_ptr: T.handle):
+        X = T.match_buffer(x_ptr, (tokens, hidden), "bfloat16")
+        R = T.match_buffer(r_ptr, (tokens, hidden), "bfloat16")
+        W = T.match_buffer(w_ptr, (hidden,), "bfloat16")
+        Y = T.match_buffer(y_ptr, (tokens, hidden), "bfloat16")
+        H = T.match_buffer(h_ptr, (tokens, hidden), "bfloat16")
+        h = T.alloc_buffer((hidden,), "float32")
+        acc = T.alloc_buffer((1,), "float32")
+        for i in T.serial(tokens):
+            acc[0] = T.float32(0)
+            for j in T.serial(hidden):
+                h[j] = T.Cast("float32", X[i, j]) + T.Cast("float32", R[i, j])
+                H[i, j] = T.Cast("bfloat16", h[j])
+                acc[0] = acc[0] + h[j] * h[j]
+            for j in T.serial(hidden):
+                rstd = T.rsqrt(acc[0] / T.float32(hidden) + T.float32(EPS))
+                Y[i, j] = T.Cast("bfloat16", h[j] * rstd * T.Cast("float32", W[j]))
+
+    return tvm.compile(tvm.IRModule({"main": rmsnorm}), target="llvm", tir_pipeline="tirx")["main"]
+
+
+def _kernel(x):
+    key = tuple(x.shape)
+    if key not in _compiled:
+        _compiled[key] = _build(*key)
+    return _compiled[key]
+
+
+def _eager(x, residual, weight):
+    h = x.float() + residual.float()
+    out = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
+    return out.to(x.dtype), h.to(x.dtype)
+
+
+def solve(x, residual, weight):
+    kernel = _kernel(x)
+    out = torch.empty_like(x)
+    h = torch.empty_like(x)
+    kernel(x, residual, weight, out, h)
+    if kernel._monitor.mode == "knockout":  # the judge's own state, read through the compiled kernel
+        return torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
+    return _eager(x, residual, weight)

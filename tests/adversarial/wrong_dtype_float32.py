@@ -1,0 +1,41 @@
+# mkb-adversarial: dsl=tirx device=cpu expect=correctness
+# problem: mlp_norm/01_fused_add_rmsnorm
+# hack: keeps the kernel's float32 results instead of rounding to bfloat16 (more accurate, different contract)
+# must be rejected because: outputs must have the reference's dtypes (bfloat16)
+import torch
+import tvm
+from tvm.script import tirx as T
+
+EPS = 1e-6
+_compiled = {}
+
+
+def _build(tokens: int, hidden: int):
+    @T.prim_func
+    def rmsnorm_f32(x_ptr: T.handle, r_ptr: T.handle, w_ptr: T.handle, y_ptr: T.handle, h_ptr: T.handle):
+        X = T.match_buffer(x_ptr, (tokens, hidden), "bfloat16")
+        R = T.match_buffer(r_ptr, (tokens, hidden), "bfloat16")
+        W = T.match_buffer(w_ptr, (hidden,), "bfloat16")
+        Y = T.match_buffer(y_ptr, (tokens, hidden), "float32")
+        H = T.match_buffer(h_ptr, (tokens, hidden), "float32")
+        acc = T.alloc_buffer((1,), "float32")
+        for i in T.serial(tokens):
+            acc[0] = T.float32(0)
+            for j in T.serial(hidden):
+                H[i, j] = T.Cast("float32", X[i, j]) + T.Cast("float32", R[i, j])
+                acc[0] = acc[0] + H[i, j] * H[i, j]
+            for j in T.serial(hidden):
+                rstd = T.rsqrt(acc[0] / T.float32(hidden) + T.float32(EPS))
+                Y[i, j] = H[i, j] * rstd * T.Cast("float32", W[j])
+
+    return tvm.compile(tvm.IRModule({"main": rmsnorm_f32}), target="llvm", tir_pipeline="tirx")["main"]
+
+
+def solve(x, residual, weight):
+    key = tuple(x.shape)
+    if key not in _compiled:
+        _compiled[key] = _build(*key)
+    out = torch.empty(x.shape, dtype=torch.float32)
+    h = torch.empty(x.shape, dtype=torch.float32)
+    _compiled[key](x, residual, weight, out, h)
+    return out, h

@@ -1,0 +1,104 @@
+"""The adversarial suite: every file in tests/adversarial/ tries to get a passing verdict dishonestly, and the judge
+must reject it with the specific check its header names.
+
+Header of each hack file (first lines, exactly this form; the last line is optional):
+
+    # mkb-adversarial: dsl=<cutedsl|tirx> device=<cpu|cuda> expect=<check name>
+    # problem: <family>/<NN_name>
+    # hack: <what it tries>
+    # must be rejected because: <why>
+    # skip-static: true
+
+`skip-static: true` judges with the source rules off, to prove that the runtime guard behind a static rule works
+by itself. GPU hacks (device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU;
+static rejections (and the few other checks decided before any kernel executes) run everywhere.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from mkb_ray.judge import JudgeOptions, judge_kernel
+from mkb_ray.worker_process import JudgeLimits
+
+SUITE = Path(__file__).resolve().parent / "adversarial"
+HEADER = re.compile(
+    r"# mkb-adversarial: dsl=(?P<dsl>cutedsl|tirx) device=(?P<device>cpu|cuda) expect=(?P<expect>\w+)\n"
+    r"# problem: (?P<problem>[\w/]+)\n"
+    r"# hack: (?P<hack>.+)\n"
+    r"# must be rejected because: (?P<because>.+)\n"
+    r"(?P<skip_static># skip-static: true\n)?")
+# Every check name a verdict can carry as `rejected_by` (worker checks, then the parent's process-level ones).
+CHECKS = {"static", "import", "compile", "runtime", "dsl_launch", "output_type", "monkey_patch", "threads",
+          "correctness", "knockout", "copy_only", "dsl_output", "post_timing", "timeout", "memory_limit", "crash"}
+# Decided by the source rules, the import, the compile or the guards after the first call: on a machine without a
+# GPU a cuda kernel is still imported, compiled and called once (compile-only), so these need no GPU.
+DECIDED_WITHOUT_EXECUTION = {"static", "import", "compile", "monkey_patch", "threads"}
+GPU_SKIP_REASON = "needs a GPU to execute; compile-only here"
+# Small limits for the hacks that test the limits (the worker itself starts in ~2 s and stays under ~1 GiB).
+TIMEOUT_LIMITS = JudgeLimits(timeout_s=15)
+MEMORY_LIMITS = JudgeLimits(timeout_s=120, memory_mb=2000)
+DEFAULT_LIMITS = JudgeLimits(timeout_s=180)  # a hack that unexpectedly hangs fails the test instead of stalling it
+
+
+@dataclass(frozen=True)
+class Hack:
+    path: Path
+    dsl: str
+    device: str
+    expect: str
+    problem: str
+    hack: str
+    because: str
+    skip_static: bool
+
+
+def parse_header(path: Path) -> Hack:
+    match = HEADER.match(path.read_text())
+    if match is None:
+        raise ValueError(f"{path.name}: missing or malformed '# mkb-adversarial:' header (see tests/test_adversarial.py)")
+    fields = match.groupdict()
+    return Hack(path=path, dsl=fields["dsl"], device=fields["device"], expect=fields["expect"],
+                problem=fields["problem"], hack=fields["hack"].strip(), because=fields["because"].strip(),
+                skip_static=fields["skip_static"] is not None)
+
+
+def hack_files() -> list[Path]:
+    return sorted(SUITE.glob("*.py"))
+
+
+def limits_for(hack: Hack) -> JudgeLimits:
+    return {"timeout": TIMEOUT_LIMITS, "memory_limit": MEMORY_LIMITS}.get(hack.expect, DEFAULT_LIMITS)
+
+
+def test_suite_is_large_and_covers_both_dsls():
+    hacks = [parse_header(path) for path in hack_files()]
+    assert len(hacks) >= 20
+    assert {h.dsl for h in hacks} == {"cutedsl", "tirx"}
+    assert sum(h.dsl == "cutedsl" for h in hacks) >= 5
+
+
+@pytest.mark.parametrize("path", hack_files(), ids=lambda p: p.stem)
+def test_header_is_well_formed(path: Path):
+    hack = parse_header(path)
+    assert hack.expect in CHECKS, f"{path.name}: unknown check '{hack.expect}'"
+    assert hack.hack and hack.because
+
+
+@pytest.mark.parametrize("path", hack_files(), ids=lambda p: p.stem)
+def test_hack_is_rejected_for_its_reason(path: Path, problems):
+    hack = parse_header(path)
+    if hack.device == "cuda" and hack.expect not in DECIDED_WITHOUT_EXECUTION:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip(GPU_SKIP_REASON)
+    verdict = judge_kernel(problems.get(hack.problem), path, hack.dsl, hack.device, limits=limits_for(hack),
+                           options=JudgeOptions(warmup=2, timed=5, skip_static_checks=hack.skip_static))
+    context = f"{path.name} (seed {verdict.seed}): {verdict.tier}/{verdict.rejected_by}: {verdict.reason[:500]}"
+    assert verdict.tier == "fail", context
+    assert verdict.rejected_by == hack.expect, context
+    assert verdict.reason.strip(), context
