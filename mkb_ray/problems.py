@@ -23,6 +23,7 @@ class ToleranceOverride(BaseModel):
     model_config = ConfigDict(extra="forbid")
     factor: float = Field(3.0, gt=0)
     min_abs: float = Field(0.0, ge=0)
+    elementwise_outputs: list[int] = Field(default_factory=list, description="outputs compared per element")
 
 
 class Sidecar(BaseModel):

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import torch
 
-from mkb_ray.judge_worker.correctness import compare, expected_outputs
+from mkb_ray.judge_worker.correctness import Tolerance, compare, expected_outputs
+
+TOL = Tolerance()
 
 
 def reference(x: torch.Tensor):
@@ -14,9 +16,9 @@ def reference(x: torch.Tensor):
 def test_reference_output_passes_and_zeros_fail():
     x = torch.randn(64, 128, dtype=torch.bfloat16)
     expected = expected_outputs(reference, [x], mutates=[])
-    assert compare(list(reference(x)), expected, 3.0, 0.0).passed
+    assert compare(list(reference(x)), expected, TOL).passed
     zeros = [torch.zeros_like(expected.native[0]), expected.native[1]]
-    assert not compare(zeros, expected, 3.0, 0.0).passed
+    assert not compare(zeros, expected, TOL).passed
 
 
 def test_integer_outputs_must_match_exactly():
@@ -24,7 +26,7 @@ def test_integer_outputs_must_match_exactly():
     expected = expected_outputs(reference, [x], mutates=[])
     ids = expected.native[1].clone()
     ids[3] += 1
-    check = compare([expected.native[0], ids], expected, 3.0, 0.0)
+    check = compare([expected.native[0], ids], expected, TOL)
     assert not check.passed and "1 of 64 elements differ" in check.detail
 
 
@@ -34,21 +36,21 @@ def test_nan_shape_and_dtype_fail_with_a_specific_detail():
     values, ids = expected.native
     nan = values.clone()
     nan[0, 0] = float("nan")
-    assert "NaN/Inf" in compare([nan, ids], expected, 3.0, 0.0).detail
-    assert "shape" in compare([values[:4], ids], expected, 3.0, 0.0).detail
-    assert "dtype" in compare([values.double(), ids], expected, 3.0, 0.0).detail
-    assert "outputs, expected 2" in compare([values], expected, 3.0, 0.0).detail
+    assert "NaN/Inf" in compare([nan, ids], expected, TOL).detail
+    assert "shape" in compare([values[:4], ids], expected, TOL).detail
+    assert "dtype" in compare([values.double(), ids], expected, TOL).detail
+    assert "outputs, expected 2" in compare([values], expected, TOL).detail
 
 
 def test_error_just_outside_the_bound_fails():
     x = torch.randn(32, 32)
     expected = expected_outputs(reference, [x], mutates=[])
     values, ids = expected.native
-    bound = compare([values, ids], expected, 3.0, 0.0)
+    bound = compare([values, ids], expected, TOL)
     assert bound.passed
     nudged = values.clone()
     nudged[0, 0] += 4 * bound.bound + 1e-3
-    assert not compare([nudged, ids], expected, 3.0, 0.0).passed
+    assert not compare([nudged, ids], expected, TOL).passed
 
 
 def test_in_place_outputs_are_the_mutated_inputs():
@@ -59,3 +61,19 @@ def test_in_place_outputs_are_the_mutated_inputs():
     expected = expected_outputs(append, [cache, x, slot], mutates=[0])
     assert len(expected.native) == 1 and torch.equal(expected.native[0][5], x[0])
     assert torch.count_nonzero(cache) == 0  # the reference ran on copies
+
+
+def test_elementwise_tolerance_catches_a_coarse_fp8_quantisation():
+    def quantise(x: torch.Tensor):
+        scale = x.abs().amax(dim=-1, keepdim=True) / 448
+        return (x / scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+    x = torch.randn(16, 256)
+    expected = expected_outputs(quantise, [x], mutates=[])
+    # Every value rounded to a multiple of 32: within the global bound (3 * 0.125 * 448 = 168), far off per element.
+    coarse = ((expected.native[0].float() / 32).round() * 32).to(torch.float8_e4m3fn)
+    assert compare([coarse], expected, TOL).passed
+    strict = Tolerance(elementwise_outputs=(0,))
+    check = compare([coarse], expected, strict)
+    assert not check.passed and "element-wise" in check.detail
+    assert compare([expected.native[0]], expected, strict).passed

@@ -141,7 +141,7 @@ class Judge:
         expected = expected_outputs(self.problem.reference, inputs, self.problem.mutates)
         result, _ = self.call(inputs)
         outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
-                          self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+                          self.problem.tolerance)
         kind = "outlier draw" if outlier else "draw"
         self.verdict.check("correctness", outcome.passed, f"{kind} seed={seed}: {outcome.detail}")
         return outcome.detail
@@ -154,7 +154,7 @@ class Judge:
         # The probe is a draw like any other (a kernel that counts calls must not get it for free); its provenance
         # is judged now and reported after the knockout, since a later call may reuse (and poison) its buffers.
         probe_outputs = produced_outputs(probe_result, probe_inputs, self.problem.mutates)
-        outcome = compare(probe_outputs, expected, self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+        outcome = compare(probe_outputs, expected, self.problem.tolerance)
         self.verdict.check("correctness", outcome.passed, f"probe draw seed={seed}{when}: {outcome.detail}")
         uncomputed = [index for index, out in enumerate(probe_outputs)
                       if isinstance(out, torch.Tensor) and out.numel() and not carries_dsl_values(out, probe.computed)]
@@ -178,7 +178,7 @@ class Judge:
         written buffers permuted after the launch); the outputs must then fail."""
         result, _ = self.call(inputs, mode=mode)
         outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
-                          self.problem.tolerance_factor, self.problem.tolerance_min_abs)
+                          self.problem.tolerance)
         removed = ("with every DSL launch suppressed" if mode == "knockout" else
                    "with the DSL-written buffers replaced by a permutation of their own values")
         self.verdict.check("knockout", not outcome.passed,
@@ -210,7 +210,7 @@ class Judge:
             if index in pending:
                 inputs, expected = pending.pop(index)
                 outcome = compare(produced_outputs(result, inputs, problem.mutates), expected,
-                                  problem.tolerance_factor, problem.tolerance_min_abs)
+                                  problem.tolerance)
                 which = "last timed draw" if index == last else f"timed draw {index - request.warmup + 1}"
                 rechecked.append(f"{which}: {outcome.detail}")
                 if not outcome.passed:

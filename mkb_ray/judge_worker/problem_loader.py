@@ -14,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
+from .correctness import Tolerance
+
 
 @dataclass
 class LoadedProblem:
@@ -28,8 +30,7 @@ class LoadedProblem:
     mutates: list[int] = field(default_factory=list)
     outlier_inputs: list[int] = field(default_factory=list)
     outlier_scale: float = 16.0
-    tolerance_factor: float = 3.0
-    tolerance_min_abs: float = 0.0
+    tolerance: Tolerance = field(default_factory=Tolerance)
 
     @property
     def reference(self) -> Callable[..., Any]:
@@ -93,8 +94,8 @@ def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProb
         mutates=list(sidecar.get("mutates", [])),
         outlier_inputs=list(sidecar.get("outlier_inputs", [])),
         outlier_scale=float(sidecar.get("outlier_scale", 16.0)),
-        tolerance_factor=float(tolerance.get("factor", 3.0)),
-        tolerance_min_abs=float(tolerance.get("min_abs", 0.0)),
+        tolerance=Tolerance(float(tolerance.get("factor", 3.0)), float(tolerance.get("min_abs", 0.0)),
+                            tuple(int(i) for i in tolerance.get("elementwise_outputs", ()))),
     )
 
 

@@ -35,7 +35,7 @@ def run_screens(problem_path: str, problem_id: str, preset: str, device: str, se
         record("outputs", False, "the reference returns nothing and mutates nothing")
         return {"problem_id": problem_id, "problem_hash": problem.problem_hash, "checks": checks}
     zeros = [torch.zeros_like(t) if isinstance(t, torch.Tensor) else t for t in first.native]
-    outcome = compare(zeros, first, problem.tolerance_factor, problem.tolerance_min_abs)
+    outcome = compare(zeros, first, problem.tolerance)
     record("zeros_fail", not outcome.passed, f"all-zeros outputs: {outcome.detail}")
     for index, (a, b) in enumerate(zip(first.native, second.native)):
         if not isinstance(a, torch.Tensor):
