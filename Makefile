@@ -5,10 +5,12 @@ STAMP := $(VENV)/.mkb-installed
 
 .PHONY: run test install
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	bash scripts/install-system.sh
+	bash scripts/install-serving.sh $(VENV)
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -13,6 +13,9 @@ EXAMPLES = """examples:
   mkb problems validate --device cpu                  # judge every shipped solution on this machine
   mkb eval mlp_norm/01_fused_add_rmsnorm my_kernel.py --dsl tirx --device cpu
   mkb eval attention/01_gqa_paged_decode k.py --dsl cutedsl --device cuda --json
+  mkb serve smollm2                                   # the embedded default model on 127.0.0.1:8000
+  mkb attempt mlp_norm/01_fused_add_rmsnorm --dsl tirx --model smollm2 --out runs/a1
+  mkb attempt mlp_norm/01_fused_add_rmsnorm --dsl cutedsl --model glm-5.3 --skill runs/a1/SKILL.md --out runs/a2
 
 devices: 'cuda' judges a GPU kernel on the GPU (compiled to PTX only, tier compile_only, where there is none);
 'cpu' judges on this machine's CPU: CPU-target TIRx kernels (target="llvm") run for real, GPU kernels are
@@ -194,7 +197,38 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print the verdict as JSON")
     _add_judging_options(evaluate)
     evaluate.set_defaults(handler=cmd_eval)
+
+    serve = commands.add_parser(
+        "serve", help="serve a roster model on 127.0.0.1 in the foreground (Ctrl-C stops it)",
+        description="Start the roster model's OpenAI-compatible endpoint (vLLM; Ray Serve LLM by default, on the CPU "
+                    "backend where there is no GPU) and print it. `mkb serve smollm2` serves the embedded default.")
+    serve.add_argument("model", metavar="MODEL", help="roster name (experiments/models/<name>.yaml), e.g. smollm2")
+    serve.add_argument("--roster-dir", type=Path, help="a folder of roster YAMLs (default: experiments/models)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--backend", choices=["auto", "ray_serve_llm", "vllm_subprocess"], default="auto")
+    serve.set_defaults(handler=cmd_serve)
+
+    attempt = commands.add_parser(
+        "attempt", help="run one agent attempt (solo, or conditioned on a SKILL.md) and write its record",
+        description="A model reads the problem, writes kernels, gets verdicts back, keeps a SKILL.md and ends with a "
+                    "final kernel judged once more. Exit 0 when the record says completed or skipped.")
+    from .attempt_cli import add_attempt_arguments
+
+    add_attempt_arguments(attempt)
+    attempt.set_defaults(handler=cmd_attempt)
     return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .serve_cli import serve_main
+
+    return serve_main(args.model, roster_dir=args.roster_dir, port=args.port, backend=args.backend)
+
+
+def cmd_attempt(args: argparse.Namespace) -> int:
+    from .attempt_cli import attempt_from_args
+
+    return attempt_from_args(args)
 
 
 def _add_judging_options(parser: argparse.ArgumentParser) -> None:

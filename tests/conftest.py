@@ -1,7 +1,6 @@
 """Shared fixtures. Everything here runs on a CPU-only machine; GPU-only tests carry the `gpu` marker."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -43,10 +42,10 @@ def fast_options():
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray on loopback only (never the machine's other interfaces)."""
+    from mkb_ray.models.local_ray import init_local_ray
+
+    init_local_ray(num_cpus=2)
     import ray
 
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    ray.init(num_cpus=2, _node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
     yield ray
     ray.shutdown()

@@ -1,0 +1,213 @@
+"""The chat agent, for models without tool calling: code in, verdict out.
+
+Each reply's ```python block is the kernel (it is submitted, and the verdict report is the next user message); a
+```skill block replaces SKILL.md. After the loop ends, one closing turn asks for the final SKILL.md alone — the
+one thing a small model reliably does when asked plainly — so a skill exists even if the model never volunteered
+one. Malformed replies (empty, no code block, oversized, text that is not UTF-8) cost a turn and are answered with
+a plain message; nothing a model sends can crash the attempt.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .context import CHARS_PER_TOKEN, AgentOutcome, AttemptContext, AttemptStopped, clean_text, clip
+from .skill import SKILL_MAX_CHARS, render, render_section
+
+log = logging.getLogger(__name__)
+
+MESSAGES = "chat_messages.md"
+KERNEL_TAGS = ("python", "py", "python3")
+SKILL_TAGS = ("skill", "skill.md")
+# The closing turn also accepts these, since small models label markdown as markdown.
+LOOSE_SKILL_TAGS = SKILL_TAGS + ("markdown", "md")
+# The wall time held back for the closing SKILL.md turn: 10 % of the budget, at most 5 minutes.
+SKILL_RESERVE_FRACTION = 0.1
+SKILL_RESERVE_MAX_S = 300.0
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    tag: str  # the info string's first word, lower-cased ('' when none)
+    body: str
+    closed: bool  # False: the reply ended inside the block (e.g. the model ran out of tokens)
+
+
+def fenced_blocks(text: str) -> list[Block]:
+    """The fenced code blocks of a markdown text, in order. An unclosed fence runs to the end of the text."""
+    blocks: list[Block] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        opening = _FENCE.match(lines[i])
+        if not opening:
+            i += 1
+            continue
+        fence, tag = opening.group(1), opening.group(2).lower()
+        body: list[str] = []
+        i += 1
+        closed = False
+        while i < len(lines):
+            stripped = lines[i].strip()
+            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                closed = True
+                i += 1
+                break
+            body.append(lines[i])
+            i += 1
+        blocks.append(Block(tag=tag, body="\n".join(body), closed=closed))
+    return blocks
+
+
+def pick_kernel(blocks: list[Block]) -> Optional[str]:
+    """The kernel: the last block that defines solve() (python-tagged or not), else the last python block."""
+    for block in reversed(blocks):
+        if block.tag not in SKILL_TAGS and re.search(r"^\s*def\s+solve\s*\(", block.body, re.MULTILINE):
+            return block.body
+    for block in reversed(blocks):
+        if block.tag in KERNEL_TAGS:
+            return block.body
+    return None
+
+
+def pick_skill(blocks: list[Block], text: str, loose: bool = False) -> Optional[str]:
+    """The SKILL.md in a reply: the last ```skill block. `loose` (the closing turn): also a markdown block, or the
+    whole reply when it has no fenced block at all."""
+    tags = LOOSE_SKILL_TAGS if loose else SKILL_TAGS
+    for block in reversed(blocks):
+        if block.tag in tags and block.body.strip():
+            return block.body.strip()
+    if loose and not blocks and text.strip():
+        return text.strip()
+    return None
+
+
+class ChatAgent:
+    """One chat attempt: see the module docstring. Built from an AttemptContext; `run()` never raises for anything
+    the model does (infrastructure errors — the evaluator dying — propagate to the attempt runner)."""
+
+    def __init__(self, ctx: AttemptContext) -> None:
+        self.ctx = ctx
+        spec = ctx.budget.spec
+        self.reply_max_chars = 2 * spec.kernel_bytes + 100_000
+        # A reply kept in the history takes at most about a third of the context (at least 4k, at most 60k
+        # characters), so that the task and the latest exchange fit even a small model.
+        context_chars = int(ctx.client.context_tokens * CHARS_PER_TOKEN)
+        self.history_reply_chars = max(4_000, min(60_000, context_chars // 3))
+        self.skill_md = ""
+        self.skill_updated_turn = 0  # the turn whose reply last replaced SKILL.md
+        self.kernel: Optional[str] = None
+        self.messages: list[dict[str, Any]] = []
+
+    def _say(self, section: str, **values: object) -> str:
+        return render_section(MESSAGES, section, **values)
+
+    def _budget_status(self, turn: int) -> str:
+        budget = self.ctx.budget
+        max_turns = budget.spec.max_turns if budget.spec.max_turns is not None else "unlimited"
+        return self._say("budget_status", submissions_left=budget.submissions_left,
+                         minutes_left=f"{max(0.0, budget.remaining_s()) / 60:.0f}", turn=turn, max_turns=max_turns)
+
+    def _set_skill(self, text: str) -> Optional[str]:
+        """Replace SKILL.md; returns a message for the model when refused."""
+        text = clean_text(text).strip()
+        if len(text) > SKILL_MAX_CHARS:
+            return self._say("skill_too_long", chars=f"{len(text):,}", limit=f"{SKILL_MAX_CHARS:,}")
+        self.skill_md = text
+        (self.ctx.out_dir / "SKILL.md").write_text(text + "\n" if text else "", encoding="utf-8")
+        self.ctx.transcript.log("skill_update", chars=len(text))
+        return None
+
+    async def _handle(self, content: str) -> tuple[str, bool]:
+        """React to one reply: returns the feedback for the model and whether a kernel was refused for budget."""
+        if not content.strip():
+            return self._say("empty"), False
+        if len(content) > self.reply_max_chars:
+            return self._say("too_long", chars=f"{len(content):,}", limit=f"{self.reply_max_chars:,}"), False
+        blocks = fenced_blocks(content)
+        notes: list[str] = []
+        skill = pick_skill(blocks, content)
+        if skill is not None:
+            refusal = self._set_skill(skill)
+            if refusal:
+                notes.append(refusal)
+            else:
+                self.skill_updated_turn = self.ctx.budget.turns
+        kernel = pick_kernel(blocks)
+        if kernel is None:
+            notes.append(self._say("skill_only") if skill is not None else self._say("no_code"))
+            return "\n\n".join(notes), False
+        if kernel.strip():
+            kernel = kernel.rstrip("\n") + "\n"  # a source file ends with one newline, as editors write it
+        outcome = await self.ctx.submit(kernel)
+        refused_for_budget = not outcome.record.counted and outcome.record.kernel_sha256 is not None
+        if outcome.record.kernel_sha256 is not None:  # valid text: it is now the kernel on disk
+            self.kernel = kernel
+        notes.insert(0, outcome.report)
+        if refused_for_budget:
+            notes.append(self._say("refused_final"))
+        return "\n\n".join(notes), refused_for_budget
+
+    def _remember(self, content: str, feedback: str) -> None:
+        self.messages.append({"role": "assistant", "content": clip(clean_text(content), self.history_reply_chars)})
+        self.messages.append({"role": "user", "content": feedback})
+        self.ctx.transcript.message("user", feedback)
+
+    async def run(self) -> AgentOutcome:
+        ctx, budget = self.ctx, self.ctx.budget
+        system = render("system.md") + "\n\n" + render("chat_protocol.md")
+        self.messages = [{"role": "system", "content": system}, {"role": "user", "content": ctx.task.text}]
+        ctx.transcript.message("system", system)
+        ctx.transcript.message("user", ctx.task.text)
+        reserve_s = min(SKILL_RESERVE_MAX_S, SKILL_RESERVE_FRACTION * budget.spec.wall_clock_s)
+        stop: Optional[str] = None
+        last_turn = False
+        while stop is None:
+            stop = budget.stop_reason(reserve_s)
+            if stop is not None:
+                break
+            turn = budget.start_turn()
+            try:
+                reply = await ctx.complete(self.messages, turn=turn)
+            except AttemptStopped as stopped:
+                stop = stopped.reason
+                break
+            feedback, refused_for_budget = await self._handle(reply.content)
+            if last_turn or refused_for_budget:
+                stop = "submissions"
+            elif budget.spec.submissions and budget.submissions_left == 0:
+                last_turn = True
+                feedback += "\n\n" + self._say("last_submission")
+            self._remember(reply.content, feedback + "\n\n" + self._budget_status(turn + 1))
+        # The last-turn message already asked for SKILL.md: a model that answered needs no second request.
+        if not (last_turn and stop == "submissions" and self.skill_updated_turn == budget.turns):
+            await self._closing_skill_turn(stop)
+        ctx.transcript.log("stop", reason=stop)
+        return AgentOutcome(stop_reason=stop, final_kernel=self.kernel, skill_md=self.skill_md)
+
+    async def _closing_skill_turn(self, stop: str) -> None:
+        """Ask once for the final SKILL.md, unless the model cannot be asked any more."""
+        if stop in ("llm_error", "context_overflow", "tokens") or self.ctx.budget.remaining_s() <= 0:
+            return
+        why = {"submissions": "the submission budget is spent", "wall_clock": "the time budget is nearly spent",
+               "max_turns": "the turn budget is spent"}.get(stop, stop)
+        request = self._say("final_skill", why=why)
+        last = self.messages[-1]
+        # Merged into the last user message: two user messages in a row confuse some chat templates.
+        if last["role"] == "user":
+            self.messages[-1] = {**last, "content": f"{last['content']}\n\n{request}"}
+        else:
+            self.messages.append({"role": "user", "content": request})
+        self.ctx.transcript.message("user", request, purpose="skill")
+        try:
+            reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill")
+        except AttemptStopped as stopped:
+            log.info("no closing SKILL.md turn: %s", stopped)
+            return
+        skill = pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
+        if skill is not None and (refusal := self._set_skill(skill)):
+            self.ctx.transcript.log("note", text=refusal)

@@ -1,0 +1,77 @@
+"""`mkb serve MODEL`: serve one roster model in the foreground until Ctrl-C (the lead wires `serve_main` into the CLI).
+
+It starts a local Ray on 127.0.0.1, runs the ModelServer in this process (no actor: nothing else shares it), prints
+the endpoint and how to reach it with litellm, and on Ctrl-C or SIGTERM stops everything it started.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Optional
+
+logger = logging.getLogger(__name__)
+
+
+def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, backend: str = "auto") -> int:
+    """Serve `model` on 127.0.0.1:`port` until interrupted. Exit codes: 0 stopped cleanly, 1 failed, 2 bad usage."""
+    from mkb_ray.models.roster import RosterError, get_model
+
+    try:
+        spec = get_model(model, roster_dir)
+    except (KeyError, RosterError) as err:
+        print(f"mkb serve: {err.args[0] if err.args else err}", file=sys.stderr)
+        return 2
+    if not spec.is_local:
+        print(f"mkb serve: '{model}' is reached through its API provider ({spec.api_litellm_id}); "
+              f"nothing to serve", file=sys.stderr)
+        return 2
+
+    from mkb_ray.actors.model_server import ModelServer
+    from mkb_ray.models.local_ray import init_local_ray
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # Ray Serve LLM logs every deployment option at INFO on this terminal; the endpoint line is what matters here.
+    for name in ("ray.serve", "ray.llm"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    started_ray = init_local_ray()
+    server = ModelServer(spec, backend=backend, port=port)  # type: ignore[arg-type]
+    try:
+        print(f"starting {spec.name} (first start converts the model and loads vLLM: about a minute on 2 cores)",
+              flush=True)
+        info = server.start()
+        print(f"serving {info['model']} at {info['api_base']}  [{info['placement']['backend']}, "
+              f"{info['startup_s']:.0f} s]", flush=True)
+        print(f"  litellm: completion(model='{info['litellm_id']}', api_base='{info['api_base']}', ...)", flush=True)
+        if info.get("fallback_reason"):
+            print(f"  (Ray Serve LLM failed, serving with a plain vLLM process: {info['fallback_reason']})")
+        print("Ctrl-C stops it.", flush=True)
+        while not stop.wait(5.0):
+            health = server.health()
+            if not health["healthy"]:
+                print(f"mkb serve: endpoint unhealthy: {health['detail']}", file=sys.stderr)
+                return 1
+        return 0
+    except Exception as err:  # noqa: BLE001 - a failed start is reported in one line, details in the log
+        logger.debug("serve failed", exc_info=True)
+        print(f"mkb serve: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    finally:
+        report = server.stop()
+        if report.get("stopped"):
+            print(f"stopped: {report['processes']} process(es) ended"
+                  + (f", {len(report['force_killed'])} force-killed" if report["force_killed"] else ""), flush=True)
+        if started_ray:
+            import ray
+
+            ray.shutdown()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,223 @@
+"""The chat agent with a scripted model (a real LLMClient driven by litellm's mock_response) and the real judge on
+the CPU TIRx variant: malformed replies, the submission budget (the 11th is refused), the wall-clock budget, queue
+time, and the reply parsing it relies on."""
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from mkb_ray.actors.evaluator import EvaluatorActor
+from mkb_ray.agents.budget import Budget
+from mkb_ray.agents.chat import fenced_blocks, pick_kernel, pick_skill
+from mkb_ray.agents.context import AttemptStopped, fit_messages
+from mkb_ray.attempt import run_attempt
+from mkb_ray.judge import JudgeOptions
+from mkb_ray.llm import LLMCallError, LLMClient, ScriptedReply
+from mkb_ray.records import AttemptConfig, BudgetSpec, LLMUsage
+
+from conftest import EXAMPLE_PROBLEM, REPO
+
+GOOD = (REPO / "problems" / "mlp_norm" / "solutions" / "01_fused_add_rmsnorm.tirx_cpu.py").read_text()
+# Rejected by the static checks inside the judging process: the quickest real verdict (~1 s).
+SYNTAX_ERROR = "import torch\n\ndef solve(x, residual, weight):\n    return x +\n"
+
+
+def kernel_reply(source: str, skill: str | None = None, prose: str = "Here is my kernel.") -> ScriptedReply:
+    text = f"{prose}\n```python\n{source}\n```\n"
+    if skill is not None:
+        text += f"```skill\n{skill}\n```\n"
+    return ScriptedReply(text)
+
+
+class Recorder:
+    """A script that also keeps every conversation the model was sent."""
+
+    def __init__(self, replies: list[ScriptedReply]) -> None:
+        self.replies = replies
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]], index: int) -> ScriptedReply:
+        self.seen.append([dict(m) for m in messages])
+        if index >= len(self.replies):
+            raise LLMCallError(f"script exhausted at call {index + 1}", "script_exhausted", 1, 0.0)
+        return self.replies[index]
+
+    def feedback_after(self, call: int) -> str:
+        """The last user message the model saw at call `call` (0-based): the feedback on the reply before it."""
+        return [m for m in self.seen[call] if m["role"] == "user"][-1]["content"]
+
+
+def big_context_spec() -> SimpleNamespace:
+    return SimpleNamespace(name="scripted", litellm_id="openai/scripted", context_length=1_000_000,
+                           supports_tools=False, num_gpus=0, max_output_tokens=None, prices=None)
+
+
+def make_config(tmp_path: Path, **budget: Any) -> AttemptConfig:
+    return AttemptConfig(problem_id=EXAMPLE_PROBLEM, dsl="tirx", target="cpu", model="scripted", agent="chat",
+                         budget=BudgetSpec(**budget), out_dir=tmp_path / "attempt")
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> EvaluatorActor:
+    return EvaluatorActor("cpu", slots=1, options=JudgeOptions(warmup=1, timed=2))
+
+
+def attempt(tmp_path: Path, evaluator: Any, script: Recorder, **budget: Any):
+    client = LLMClient(big_context_spec(), script=script, retry_backoff_s=0.0)
+    return asyncio.run(run_attempt(make_config(tmp_path, **budget), client, evaluator))
+
+
+# -- malformed replies ----------------------------------------------------------------------------------------
+def test_malformed_replies_cost_a_turn_and_never_crash(tmp_path, evaluator):
+    not_utf8 = GOOD.replace("EPS = 1e-6", "EPS = 1e-6  # \udcff")  # a lone surrogate: no UTF-8 encoding exists
+    padded = GOOD + "\n# " + "x" * 4000  # over the 3,000-byte kernel limit below
+    script = Recorder([
+        ScriptedReply(""),
+        ScriptedReply("I would start with a loop over the rows."),
+        ScriptedReply("y" * 10_000_000),
+        kernel_reply(not_utf8),
+        kernel_reply(padded),
+        kernel_reply(GOOD, skill="- One serial pass per row passed on CPU (verdict: pass)."),
+        ScriptedReply("```skill\n# SKILL\n- A serial pass per row was correct on the CPU target (submission 3).\n```"),
+    ])
+    record = attempt(tmp_path, evaluator, script, kernel_bytes=3000, max_turns=6)
+
+    assert record.status == "completed" and record.stop_reason == "max_turns" and record.turns == 6
+    assert "empty" in script.feedback_after(1)
+    assert "had no kernel" in script.feedback_after(2)
+    assert "10,000,000 characters long, over the limit" in script.feedback_after(3)
+    assert "not valid UTF-8" in script.feedback_after(4) and "does not count" in script.feedback_after(4)
+    assert "over the 3,000-byte limit" in script.feedback_after(5)
+    assert "Verdict: PASS" in script.feedback_after(6)
+    # The 10 MB reply never went back to the model whole.
+    assert max(len(str(m["content"])) for m in script.seen[-1]) < 200_000
+
+    subs = record.submissions
+    assert [(s.counted, s.verdict is not None) for s in subs] == [(False, False), (False, False), (True, True)]
+    assert "UTF-8" in subs[0].refused_reason and "limit" in subs[1].refused_reason
+    assert subs[0].artifact_path is None and subs[2].artifact_path == "submissions/03.py"
+    assert subs[2].verdict.tier in ("pass", "pass2x")
+    assert record.final_verdict is not None and record.final_verdict.tier in ("pass", "pass2x")
+    assert (tmp_path / "attempt" / "SKILL.md").read_text().startswith("# SKILL")
+    assert len(record.llm_calls) == 7 and record.llm_calls[-1].purpose == "skill"
+
+
+# -- the submission budget -------------------------------------------------------------------------------------
+def test_eleventh_submission_is_refused_and_kept_as_the_final_kernel(tmp_path, evaluator):
+    replies = [kernel_reply(SYNTAX_ERROR + f"# try {i}\n") for i in range(10)]
+    replies.append(kernel_reply(GOOD, skill="- Syntax errors cost ten submissions; the serial row loop is correct."))
+    script = Recorder(replies)
+    record = attempt(tmp_path, evaluator, script)  # the default budget: 10 judged submissions
+
+    subs = record.submissions
+    assert len(subs) == 11 and all(s.counted for s in subs[:10]) and not subs[10].counted
+    assert all(s.verdict.rejected_by == "static" for s in subs[:10])
+    assert subs[10].verdict is None and "submission budget is spent (10 of 10" in subs[10].refused_reason
+    transcript = (tmp_path / "attempt" / "transcript.jsonl").read_text()
+    assert "Submission 11 was NOT judged and does not count" in transcript  # the message to the model
+    assert "last judged submission" in script.feedback_after(10)
+    assert record.stop_reason == "submissions" and record.status == "completed"
+    # The refused kernel is the kernel on disk at the end: graded once more, it is the attempt's result.
+    assert (tmp_path / "attempt" / "submissions" / "11.py").read_text().strip() == GOOD.strip()
+    assert record.final_verdict is not None and record.final_verdict.tier in ("pass", "pass2x")
+    # The last reply already updated SKILL.md as asked, so there is no extra closing turn.
+    assert len(record.llm_calls) == 11 and record.skill_md_bytes > 0
+
+
+# -- the wall clock --------------------------------------------------------------------------------------------
+def test_tiny_wall_budget_stops_the_attempt(tmp_path, evaluator):
+    script = Recorder([ScriptedReply("```python\n" + GOOD + "\n```", delay_s=30)] * 3)
+    started = time.monotonic()
+    record = attempt(tmp_path, evaluator, script, wall_clock_s=1.0)
+    assert time.monotonic() - started < 15
+    assert record.status == "completed" and record.stop_reason == "wall_clock"
+    assert record.submissions == [] and record.final_verdict is None and record.final_kernel_path is None
+    assert len(record.llm_calls) == 1 and not record.llm_calls[0].ok and "timeout" in record.llm_calls[0].error
+    assert record.attempt_clock_s < 3
+
+
+class QueuedEvaluator:
+    """The real judge behind a queue: each submission first waits `wait_s` for a slot."""
+
+    def __init__(self, inner: EvaluatorActor, wait_s: float) -> None:
+        self.inner, self.wait_s = inner, wait_s
+
+    async def evaluate(self, problem_id, kernel_source, dsl, preset=None, seed=None):
+        await asyncio.sleep(self.wait_s)
+        return await self.inner.evaluate(problem_id, kernel_source, dsl, preset, seed)
+
+
+@pytest.mark.parametrize("count_queue_wait", [False, True])
+def test_queue_wait_pauses_the_attempt_clock_unless_counted(tmp_path, evaluator, count_queue_wait):
+    script = Recorder([kernel_reply(SYNTAX_ERROR), ScriptedReply("```skill\n- a syntax error is caught early\n```")])
+    client = LLMClient(big_context_spec(), script=script)
+    config = make_config(tmp_path, max_turns=1, count_queue_wait=count_queue_wait)
+    record = asyncio.run(run_attempt(config, client, QueuedEvaluator(evaluator, 1.5)))
+    sub = record.submissions[0]
+    assert sub.queue_wait_s >= 1.4 and sub.eval_s == sub.verdict.wall_s
+    assert sub.round_trip_s == pytest.approx(sub.queue_wait_s + sub.eval_s, abs=1e-6)
+    assert record.queue_wait_s == pytest.approx(sub.queue_wait_s)
+    expected_clock = record.wall_s if count_queue_wait else record.wall_s - record.queue_wait_s
+    assert record.attempt_clock_s == pytest.approx(expected_clock, abs=0.1)
+
+
+def test_budget_bookkeeping_with_a_fake_clock():
+    now = [100.0]
+    budget = Budget(BudgetSpec(wall_clock_s=60, submissions=2, tokens=1000, max_turns=3), clock=lambda: now[0])
+    budget.start()
+    now[0] += 50
+    assert budget.record_judged(round_trip_s=30, eval_s=10) == 20  # 20 s in the queue: not charged
+    assert budget.elapsed_s() == 30 and budget.remaining_s() == 30 and budget.stop_reason() is None
+    assert budget.stop_reason(reserve_s=30) == "wall_clock"
+    budget.record_judged(1, 1)
+    assert budget.submission_refusal() is not None and budget.submissions_left == 0
+    budget.charge(LLMUsage(prompt_tokens=900, completion_tokens=100))
+    assert budget.stop_reason() == "tokens"
+    assert budget.kernel_refusal(b"\xff\xfe") is not None and budget.kernel_refusal("  \n") is not None
+    assert budget.kernel_refusal("def solve(): pass") is None
+
+
+def test_context_window_errors_refit_the_conversation_then_stop_the_attempt(tmp_path, evaluator):
+    too_long = ScriptedReply("litellm.ContextWindowExceededError")  # litellm's mock of a 'prompt too long' answer
+    script = Recorder([too_long, kernel_reply(SYNTAX_ERROR), too_long, too_long, too_long])
+    record = attempt(tmp_path, evaluator, script, max_turns=5)
+    assert [(c.turn, c.ok) for c in record.llm_calls] == [(1, False), (1, True), (2, False), (2, False), (2, False)]
+    assert "context_window" in record.llm_calls[0].error and record.submissions[0].counted
+    assert record.status == "completed" and record.stop_reason == "context_overflow"
+
+
+# -- parsing and context -----------------------------------------------------------------------------------------
+def test_reply_parsing_is_lenient_where_small_models_slip():
+    text = ("Sure!\n```python\nimport torch\n```\nand the kernel:\n~~~\ndef solve(x):\n    return x\n~~~\n"
+            "```skill\n- claim\n```\n```python\ndef solve(x, y):\n    return y")  # the last fence never closes
+    blocks = fenced_blocks(text)
+    assert [b.tag for b in blocks] == ["python", "", "skill", "python"] and not blocks[-1].closed
+    assert pick_kernel(blocks) == "def solve(x, y):\n    return y"
+    assert pick_skill(blocks, text) == "- claim"
+    assert pick_kernel(fenced_blocks("```python\nx = 1\n```")) == "x = 1"
+    assert pick_kernel(fenced_blocks("no code at all")) is None
+    # The closing SKILL.md turn also takes a markdown block, or plain text when the reply has no block.
+    assert pick_skill(fenced_blocks("```markdown\n# S\n```"), "", loose=True) == "# S"
+    assert pick_skill([], "# Plain skill", loose=True) == "# Plain skill"
+    assert pick_skill(fenced_blocks("```markdown\n# S\n```"), "") is None
+
+
+def test_conversation_is_trimmed_to_the_context_in_whole_exchanges():
+    head = [{"role": "system", "content": "s" * 300}, {"role": "user", "content": "t" * 300}]
+    exchanges = []
+    for i in range(10):
+        exchanges += [{"role": "assistant", "content": f"reply {i} " + "r" * 3000},
+                      {"role": "user", "content": f"verdict {i}"}]
+    sent, max_tokens = fit_messages(head + exchanges, context_tokens=4000, reply_tokens=1024)
+    assert sent[:2] == head  # system and task untouched (the server's prefix cache stays valid)
+    assert sent[2]["role"] == "assistant" and sent[2]["content"].startswith("[")  # whole exchanges only
+    assert "earlier exchange(s) omitted" in sent[2]["content"] and sent[-1]["content"] == "verdict 9"
+    assert 256 <= max_tokens <= 1024
+    with pytest.raises(AttemptStopped) as caught:
+        fit_messages([{"role": "user", "content": "x" * 30_000}], context_tokens=4000, reply_tokens=512, head=1)
+    assert caught.value.reason == "context_overflow"

@@ -1,0 +1,315 @@
+"""Model serving: the pure config builders, process ownership and clean stops (with a stand-in server), and one real
+run — SmolLM2 on this CPU under Ray Serve LLM through the ModelServer actor, answered through litellm."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mkb_ray.actors.model_server import ModelServer, make_model_server
+from mkb_ray.models import endpoints, processes
+from mkb_ray.models.endpoints import EndpointError, VLLMProcessEndpoint
+from mkb_ray.models.loopback import SETUP_HOOK_ENV_VAR, _loopback_address
+from mkb_ray.models.roster import get_model
+from mkb_ray.models.serve_config import (SESSION_HEADER, SESSION_ROUTER, CpuTuning, api_server_argv, cpu_list,
+                                         llm_config_kwargs, openai_app_config, vllm_env)
+
+LOOPBACK_IPS = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
+
+
+# --- builders (pure: no Ray cluster, no GPU) -------------------------------------------------------------------
+
+def test_cpu_llm_config_carries_the_measured_cpu_workarounds():
+    spec = get_model("smollm2")
+    kwargs = llm_config_kwargs(spec, "cpu", "/models/smollm2", CpuTuning(omp_threads_bind="0-1"))
+    engine = kwargs["engine_kwargs"]
+    assert kwargs["accelerator_config"] == {"kind": "cpu"}
+    assert kwargs["model_loading_config"] == {"model_id": "smollm2", "model_source": "/models/smollm2"}
+    assert engine["dtype"] == "float32" and engine["enforce_eager"] is True
+    assert engine["enable_prefix_caching"] is True and engine["max_model_len"] == spec.context_length
+    assert engine["enable_auto_tool_choice"] is True and engine["tool_call_parser"] == "hermes"
+    assert "tensor_parallel_size" not in engine
+    env = kwargs["runtime_env"]["env_vars"]
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1" and env["VLLM_HOST_IP"] == "127.0.0.1"
+    assert env[SETUP_HOOK_ENV_VAR] == "mkb_ray.models.loopback.bind_serve_grpc_to_loopback"
+    deployment = kwargs["deployment_config"]
+    # The replica itself takes no CPU slot (the engine bundle does), so a 2-CPU Ray still fits an evaluator.
+    assert deployment["ray_actor_options"] == {"num_cpus": 0}
+    assert deployment["autoscaling_config"] == {"min_replicas": 1, "initial_replicas": 1, "max_replicas": 1,
+                                                "target_ongoing_requests": spec.target_ongoing_requests}
+    assert deployment["request_router_config"]["request_router_class"] == SESSION_ROUTER
+
+
+def test_gpu_llm_config_takes_tp_and_autoscaling_from_the_roster():
+    spec = get_model("glm-5.3-flash")
+    kwargs = llm_config_kwargs(spec, "gpu", spec.hf_repo or "")
+    engine = kwargs["engine_kwargs"]
+    assert kwargs["accelerator_config"] == {"kind": "gpu"}
+    assert engine["tensor_parallel_size"] == spec.tensor_parallel_size == 8
+    assert "dtype" not in engine and "enforce_eager" not in engine
+    assert engine["tool_call_parser"] == spec.tool_call_parser
+    scaling = kwargs["deployment_config"]["autoscaling_config"]
+    assert (scaling["min_replicas"], scaling["max_replicas"]) == (spec.min_replicas, spec.max_replicas)
+    assert scaling["target_ongoing_requests"] == spec.target_ongoing_requests < 10**6  # the builder default is 1e9
+    assert "ray_actor_options" not in kwargs["deployment_config"]
+    assert not any(k.startswith("VLLM_CPU") for k in kwargs["runtime_env"]["env_vars"])
+
+
+def test_ray_serve_llm_accepts_the_built_configs():
+    """Ray's own pydantic models validate our kwargs; vLLM's argument split knows every engine key."""
+    llm = pytest.importorskip("ray.serve.llm")
+    for name, placement in (("smollm2", "cpu"), ("glm-5.3-flash", "gpu")):
+        spec = get_model(name)
+        config = llm.LLMConfig(**llm_config_kwargs(spec, placement, "/models/x"))
+        engine = config.get_engine_config()  # raises "Unknown engine argument" for a misspelt key
+        assert engine.tensor_parallel_degree == spec.tensor_parallel_size
+        assert engine.placement_bundles[0].get("GPU", 0) == (1 if placement == "gpu" else 0)
+        args = llm.LLMServingArgs.model_validate(openai_app_config(spec, placement, "/models/x"))
+        assert args.ingress_deployment_config["ray_actor_options"]["num_cpus"] == 0
+    cpu_ingress = openai_app_config(get_model("smollm2"), "cpu", "/m")["ingress_deployment_config"]
+    assert cpu_ingress["autoscaling_config"]["max_replicas"] == 1
+
+
+def test_builders_refuse_what_vllm_cannot_serve():
+    with pytest.raises(ValueError, match="served through an API"):
+        llm_config_kwargs(get_model("gpt-5.6-sol"), "gpu", "x")
+    with pytest.raises(ValueError, match="CPU model"):
+        llm_config_kwargs(get_model("smollm2"), "gpu", "x")
+    with pytest.raises(ValueError, match="nothing to start"):
+        ModelServer(get_model("gpt-5.6-sol"))
+    with pytest.raises(ValueError, match="Ray Serve LLM only"):
+        ModelServer(get_model("glm-5.3-flash"), backend="vllm_subprocess")
+
+
+def test_api_server_argv_serves_the_roster_name_on_loopback():
+    argv = api_server_argv(get_model("smollm2"), "/models/smollm2", 8123, python="python")
+    assert argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    joined = " ".join(argv)
+    for part in ("--model /models/smollm2", "--served-model-name smollm2", "--host 127.0.0.1", "--port 8123",
+                 "--dtype float32", "--enforce-eager", "--enable-prefix-caching", "--enable-auto-tool-choice",
+                 "--tool-call-parser hermes", "--tool-strict-level parameter", "--max-model-len 8192"):
+        assert part in joined, part
+    assert vllm_env("gpu") == {"VLLM_HOST_IP": "127.0.0.1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+
+
+def test_cpu_list_and_loopback_addresses():
+    assert (cpu_list([0]), cpu_list([1, 0]), cpu_list([0, 1, 2, 5, 7, 8])) == ("0", "0-1", "0-2,5,7-8")
+    assert _loopback_address("[::]:0") == "127.0.0.1:0" and _loopback_address("0.0.0.0:9000") == "127.0.0.1:9000"
+    assert _loopback_address("10.0.0.5:7") == "10.0.0.5:7"
+
+
+def test_setup_hook_variable_matches_ray_and_the_hook_patches_the_replica_binder():
+    from ray._private import ray_constants
+    from ray.serve._private import replica
+
+    from mkb_ray.models.loopback import bind_serve_grpc_to_loopback
+
+    assert SETUP_HOOK_ENV_VAR == ray_constants.WORKER_PROCESS_SETUP_HOOK_ENV_VAR
+    original = replica.add_port_to_grpc_server
+    seen: list[str] = []
+    replica.add_port_to_grpc_server = lambda server, address: seen.append(address) or 1
+    try:
+        bind_serve_grpc_to_loopback()
+        bind_serve_grpc_to_loopback()  # idempotent: wrapped once
+        replica.add_port_to_grpc_server(object(), "[::]:0")
+    finally:
+        replica.add_port_to_grpc_server = original
+    assert seen == ["127.0.0.1:0"]
+
+
+# --- process ownership with a stand-in server (seconds, no vLLM) --------------------------------------------------
+
+# Serves GET /v1/models like vLLM and, like vLLM, spawns a child (its "engine") that it takes down on SIGTERM.
+FAKE_SERVER = textwrap.dedent("""
+    import http.server, json, os, signal, subprocess, sys
+    port, model, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    if mode == "crash":
+        print("boom: no such model", flush=True)
+        sys.exit(3)
+    engine = subprocess.Popen([sys.executable, "-c", "import signal, time\\n"
+                               + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n" if mode == "stubborn" else "")
+                               + "time.sleep(600)"])
+    def on_term(signum, frame):
+        engine.terminate()
+        os._exit(0)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN if mode == "stubborn" else on_term)
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"data": [{"id": model}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *args):
+            pass
+    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+""")
+
+
+@pytest.fixture
+def fake_vllm(tmp_path, monkeypatch):
+    """Make VLLMProcessEndpoint start FAKE_SERVER (mode set by the test) instead of vLLM."""
+    script = tmp_path / "fake_vllm.py"
+    script.write_text(FAKE_SERVER)
+    mode = {"value": "ok"}
+
+    def argv(spec, source, port, placement="cpu", tuning=None, python=sys.executable):
+        return [sys.executable, str(script), str(port), spec.name, mode["value"]]
+
+    monkeypatch.setattr(endpoints, "api_server_argv", argv)
+    return mode
+
+
+def _endpoint(tmp_path: Path) -> VLLMProcessEndpoint:
+    return VLLMProcessEndpoint(get_model("smollm2"), "cpu", "/unused", processes.free_port(), tmp_path)
+
+
+def test_subprocess_endpoint_stop_leaves_no_process_and_closes_the_port(fake_vllm, tmp_path):
+    endpoint = _endpoint(tmp_path)
+    endpoint.start(timeout_s=30)
+    pids = endpoint.pids()
+    assert len(pids) == 2 and endpoint.status() == (True, "ok")  # the server and its "engine"
+    assert processes.port_open(endpoint.port)
+    assert endpoint.stop(timeout_s=10) == []  # nothing needed SIGKILL
+    assert processes.alive(pids) == [] and not processes.port_open(endpoint.port)
+
+
+def test_processes_ignoring_sigterm_are_killed_and_reported(fake_vllm, tmp_path):
+    fake_vllm["value"] = "stubborn"
+    endpoint = _endpoint(tmp_path)
+    endpoint.start(timeout_s=30)
+    pids = endpoint.pids()
+    began = time.monotonic()
+    forced = endpoint.stop(timeout_s=2)
+    assert sorted(forced) == sorted(pids) and time.monotonic() - began < 15
+    assert processes.alive(pids) == []
+
+
+def test_a_server_that_dies_at_start_reports_its_log(fake_vllm, tmp_path):
+    fake_vllm["value"] = "crash"
+    with pytest.raises(EndpointError, match="exited with 3 during start-up: boom: no such model"):
+        _endpoint(tmp_path).start(timeout_s=30)
+
+
+def test_the_server_dies_with_its_parent(fake_vllm, tmp_path):
+    """A ModelServer that dies without stop() (actor killed) must not orphan vLLM: PR_SET_PDEATHSIG."""
+    parent = textwrap.dedent(f"""
+        import json, os, sys
+        from mkb_ray.models import endpoints
+        endpoints.api_server_argv = lambda *a, **k: [sys.executable, {str(tmp_path / 'fake_vllm.py')!r},
+                                                     str(a[2]), a[0].name, "ok"]
+        from mkb_ray.models.roster import get_model
+        endpoint = endpoints.VLLMProcessEndpoint(get_model("smollm2"), "cpu", "/unused", {processes.free_port()},
+                                                 __import__("pathlib").Path({str(tmp_path)!r}))
+        endpoint.start(30)
+        print(json.dumps(endpoint.pids()), flush=True)
+        os._exit(0)
+    """)
+    out = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=60, check=True)
+    pids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(pids) == 2
+    assert processes.wait_gone(pids, timeout_s=15) == []
+
+
+def test_model_server_falls_back_to_a_vllm_process_when_serve_fails(fake_vllm, tmp_path, monkeypatch):
+    def serve_fails(self, timeout_s):
+        raise EndpointError("Ray Serve LLM could not deploy 'smollm2': DEPLOY_FAILED: test")
+
+    monkeypatch.setattr(endpoints.ServeLLMEndpoint, "start", serve_fails)
+    monkeypatch.setattr(endpoints.ServeLLMEndpoint, "stop", lambda self, timeout_s: [])
+    monkeypatch.setattr(ModelServer, "_model_source", lambda self: "/unused")
+    server = ModelServer(get_model("smollm2"), log_dir=str(tmp_path))
+    assert server.stop() == {"stopped": False, "detail": "not running"}
+    info = server.start()
+    assert info["placement"]["backend"] == "vllm_subprocess" and "DEPLOY_FAILED: test" in info["fallback_reason"]
+    assert info["api_base"] == f"http://127.0.0.1:{info['port']}/v1" and server.health()["healthy"]
+    assert server.start()["api_base"] == info["api_base"]  # idempotent: no second server
+    pids = server.pids()
+    report = server.stop()
+    assert report["stopped"] and report["still_running"] == [] and not report["port_open"]
+    assert processes.alive(pids) == [] and server.health()["healthy"] is False
+
+
+def test_no_fallback_when_a_backend_is_named(monkeypatch, tmp_path):
+    monkeypatch.setattr(endpoints.ServeLLMEndpoint, "start",
+                        lambda self, timeout_s: (_ for _ in ()).throw(EndpointError("serve down")))
+    monkeypatch.setattr(endpoints.ServeLLMEndpoint, "stop", lambda self, timeout_s: [])
+    monkeypatch.setattr(ModelServer, "_model_source", lambda self: "/unused")
+    with pytest.raises(EndpointError, match="serve down"):
+        ModelServer(get_model("smollm2"), backend="ray_serve_llm", log_dir=str(tmp_path)).start()
+
+
+# --- the real thing: SmolLM2 on this CPU, Ray Serve LLM, litellm ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def loopback_ray():
+    import ray
+
+    from mkb_ray.models.local_ray import init_local_ray
+
+    started = init_local_ray(num_cpus=2)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _listeners(pids: list[int]) -> list[tuple[str, int]]:
+    wanted = set(pids)
+    return [(c.laddr.ip, c.laddr.port) for c in psutil.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in wanted]
+
+
+@pytest.mark.slow
+def test_smollm2_served_on_cpu_answers_through_litellm_and_stops_clean(loopback_ray):
+    ray = loopback_ray
+    server = make_model_server(get_model("smollm2"))
+    began = time.monotonic()
+    info = ray.get(server.start.remote(), timeout=900)
+    try:
+        startup_s = time.monotonic() - began
+        assert info["placement"] == {"kind": "cpu", "backend": "ray_serve_llm", "num_gpus": 0,
+                                     "tensor_parallel_size": 1, "min_replicas": 1, "max_replicas": 1}, \
+            info.get("fallback_reason")
+        assert info["api_base"] == f"http://127.0.0.1:{info['port']}/smollm2/v1"
+        assert ray.get(server.health.remote())["healthy"]
+        # One CPU slot stays free for an EvaluatorActor on a 2-CPU Ray.
+        assert ray.available_resources().get("CPU", 0) >= 1
+
+        pids = ray.get(server.pids.remote())
+        titles = [" ".join(psutil.Process(p).cmdline())[:80] for p in processes.alive(pids)]
+        assert any("VLLM::EngineCore" in t for t in titles), titles
+        assert any("ServeReplica:mkb-smollm2:LLMServer" in t for t in titles), titles
+        listeners = _listeners(pids)
+        assert listeners and all(ip in LOOPBACK_IPS for ip, _ in listeners), listeners
+
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        asked = time.monotonic()
+        reply = litellm.completion(model="hosted_vllm/smollm2", api_base=info["api_base"], timeout=120,
+                                   messages=[{"role": "user", "content": "Name one GPU memory space."}],
+                                   max_tokens=32, temperature=0, extra_headers={SESSION_HEADER: "test-attempt"})
+        answer_s = time.monotonic() - asked
+        assert reply.choices[0].message.content.strip()
+        assert reply.usage.prompt_tokens > 0 and 0 < reply.usage.completion_tokens <= 32
+
+        again = ray.get(server.start.remote())
+        assert again["api_base"] == info["api_base"] and sorted(ray.get(server.pids.remote())) == sorted(pids)
+        memory = ray.get(server.memory.remote())
+        print(f"\nsmollm2 via {info['placement']['backend']}: start-up {startup_s:.0f} s, "
+              f"{memory['rss_mb']:.0f} MB RSS / {memory['pss_mb']:.0f} MB PSS in {memory['processes']} processes, "
+              f"{reply.usage.completion_tokens} tokens in {answer_s:.2f} s")
+    finally:
+        report = ray.get(server.stop.remote(), timeout=300)
+    assert report["stopped"] and report["still_running"] == [] and report["force_killed"] == []
+    assert processes.alive(pids) == [], [psutil.Process(p).cmdline() for p in processes.alive(pids)]
+    assert not processes.port_open(info["port"])
+    ray.kill(server)
