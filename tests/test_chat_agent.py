@@ -17,8 +17,10 @@ from mkb_ray.agents.chat import fenced_blocks, pick_kernel, pick_skill
 from mkb_ray.agents.context import AttemptStopped, fit_messages
 from mkb_ray.attempt import run_attempt
 from mkb_ray.judge import JudgeOptions
-from mkb_ray.llm import LLMCallError, LLMClient, ScriptedReply
+from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import AttemptConfig, BudgetSpec, LLMUsage
+
+from scripted_llm import Recorder
 
 from conftest import EXAMPLE_PROBLEM, REPO
 
@@ -32,24 +34,6 @@ def kernel_reply(source: str, skill: str | None = None, prose: str = "Here is my
     if skill is not None:
         text += f"```skill\n{skill}\n```\n"
     return ScriptedReply(text)
-
-
-class Recorder:
-    """A script that also keeps every conversation the model was sent."""
-
-    def __init__(self, replies: list[ScriptedReply]) -> None:
-        self.replies = replies
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def __call__(self, messages: list[dict[str, Any]], index: int) -> ScriptedReply:
-        self.seen.append([dict(m) for m in messages])
-        if index >= len(self.replies):
-            raise LLMCallError(f"script exhausted at call {index + 1}", "script_exhausted", 1, 0.0)
-        return self.replies[index]
-
-    def feedback_after(self, call: int) -> str:
-        """The last user message the model saw at call `call` (0-based): the feedback on the reply before it."""
-        return [m for m in self.seen[call] if m["role"] == "user"][-1]["content"]
 
 
 def big_context_spec() -> SimpleNamespace:

@@ -1,7 +1,6 @@
 """The judge end to end on this machine: CPU-target kernels execute; GPU kernels compile to PTX only."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -20,8 +20,10 @@ from mkb_ray.agents.tools import (FinishArgs, ShellArgs, SubmitArgs, ToolCallPro
 from mkb_ray.agents.workspace import DOCS_DIR
 from mkb_ray.attempt import run_attempt
 from mkb_ray.judge import JudgeOptions
-from mkb_ray.llm import LLMCallError, LLMClient, ScriptedReply, ToolCall
+from mkb_ray.llm import LLMClient, ScriptedReply, ToolCall
 from mkb_ray.records import AttemptConfig, BudgetSpec
+
+from scripted_llm import Recorder
 
 from conftest import EXAMPLE_PROBLEM, REPO
 
@@ -49,27 +51,6 @@ def call(name: str, arguments: Any = None, raw: str | None = None, ident: str = 
 
 def tools(*calls: ToolCall, content: str = "") -> ScriptedReply:
     return ScriptedReply(content, tool_calls=calls)
-
-
-class Recorder:
-    """A script that keeps every conversation the model was sent."""
-
-    def __init__(self, replies: list[ScriptedReply]) -> None:
-        self.replies = replies
-        self.seen: list[list[dict[str, Any]]] = []
-
-    def __call__(self, messages: list[dict[str, Any]], index: int) -> ScriptedReply:
-        self.seen.append([dict(m) for m in messages])
-        if index >= len(self.replies):
-            raise LLMCallError(f"script exhausted at call {index + 1}", "script_exhausted", 1, 0.0)
-        return self.replies[index]
-
-    def answers_before(self, call_index: int) -> list[str]:
-        """What the model was told after its previous reply: the tool results (or user feedback) that follow the
-        last assistant message of the conversation sent at `call_index`."""
-        messages = self.seen[call_index]
-        last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
-        return [str(m["content"]) for m in messages[last + 1:]]
 
 
 @pytest.fixture(scope="module")
