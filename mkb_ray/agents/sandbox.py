@@ -166,6 +166,12 @@ def build_bwrap_argv(command: str, workspace: Path, policy: SandboxPolicy) -> li
     limits = policy.limits
     argv = [bwrap_path()]
     binds = [b for b in policy.ro_binds if os.path.exists(b)]
+    # The private /tmp and /dev/shm first: a bind below /tmp (a venv in a checkout under /tmp, as CI may have)
+    # must land on top of the tmpfs, not be hidden by it.
+    size = ["--size", str(limits.tmp_bytes)] if _bwrap_supports("--size") else []
+    argv += ["--dev", "/dev", "--proc", "/proc",
+             "--perms", "01777", *size, "--tmpfs", "/tmp",
+             "--perms", "01777", *size, "--tmpfs", "/dev/shm"]
     for parent in _mount_point_dirs(binds + [WORKSPACE_MOUNT]):
         argv += ["--perms", "0755", "--dir", parent]
     for bind in binds:
@@ -174,11 +180,7 @@ def build_bwrap_argv(command: str, workspace: Path, policy: SandboxPolicy) -> li
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top) and top not in binds:
             argv += ["--symlink", os.readlink(top), top]
-    size = ["--size", str(limits.tmp_bytes)] if _bwrap_supports("--size") else []
-    argv += ["--dev", "/dev", "--proc", "/proc",
-             "--perms", "01777", *size, "--tmpfs", "/tmp",
-             "--perms", "01777", *size, "--tmpfs", "/dev/shm",
-             "--bind", str(workspace.resolve()), WORKSPACE_MOUNT, "--chdir", WORKSPACE_MOUNT,
+    argv += ["--bind", str(workspace.resolve()), WORKSPACE_MOUNT, "--chdir", WORKSPACE_MOUNT,
              "--hostname", "sandbox", "--die-with-parent", "--new-session"]
     shell = ["/bin/bash", "-c", command]
     if _runs_privileged():
