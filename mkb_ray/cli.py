@@ -75,9 +75,7 @@ def _ms(value: Optional[float]) -> str:
 def cmd_problems_validate(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from .judge import JudgeOptions
     from .validate import validate
-    from .worker_process import JudgeLimits
 
     problems = _load(args.problems_root)
     console = _console()
@@ -90,9 +88,8 @@ def cmd_problems_validate(args: argparse.Namespace) -> int:
             console.print(f"{mark} {row.problem_id} {row.variant}: {row.summary[:160]}")
 
     console.print(f"validating {total} problems on {args.device} ...") if not args.json else None
-    options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline)
-    rows = validate(problems, args.device, dsls=args.dsl, limits=JudgeLimits(timeout_s=args.timeout_s),
-                    options=options, on_row=progress, only=only)
+    limits, options = _judging(args)
+    rows = validate(problems, args.device, dsls=args.dsl, limits=limits, options=options, on_row=progress, only=only)
     failed = [r for r in rows if not r.ok]
     if args.report:
         args.report.write_text(json.dumps({"ok": not failed, "rows": [r.as_json() for r in rows]}, indent=2))
@@ -127,16 +124,15 @@ def _resolve_problem(spec: str, root: Optional[Path]):
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .judge import JudgeOptions, judge_kernel
-    from .worker_process import JudgeLimits
+    from .judge import judge_kernel
 
     kernel = Path(args.kernel_file)
     if not kernel.is_file():
         raise UsageError(f"kernel file not found: {kernel}")
     problem = _resolve_problem(args.problem, args.problems_root)
-    options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline)
+    limits, options = _judging(args)
     verdict = judge_kernel(problem, kernel, args.dsl, args.device, preset=args.preset, seed=args.seed,
-                           limits=JudgeLimits(timeout_s=args.timeout_s), options=options)
+                           limits=limits, options=options)
     if args.json:
         print(verdict.model_dump_json(indent=2))
         return 0
@@ -238,6 +234,15 @@ def _add_judging_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false", default=None,
                         help="skip timing torch.compile of the reference (on by default on GPUs; inductor's first "
                              "compile costs 10-60 s per judgement)")
+
+
+def _judging(args: argparse.Namespace):
+    """The JudgeLimits and JudgeOptions that `_add_judging_options` collected."""
+    from .judge import JudgeOptions
+    from .worker_process import JudgeLimits
+
+    return (JudgeLimits(timeout_s=args.timeout_s),
+            JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -2,6 +2,7 @@
 timing. The verdict's fields are documented on `mkb_ray.verdict.Verdict`, which validates this dict."""
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import time
@@ -53,10 +54,10 @@ class Rejected(Exception):
 
 
 @dataclass
-class Verdict:
-    request: JudgeRequest
+class CheckLog:
+    """The checks of one judgement in the order they ran; a failing check ends the judgement (`Rejected`)."""
+
     checks: list[dict[str, Any]] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=dict)
 
     def check(self, name: str, passed: bool, detail: str) -> None:
         self.checks.append({"name": name, "passed": passed, "detail": detail})
@@ -70,7 +71,7 @@ class Verdict:
 class Judge:
     """Holds the per-submission state (problem, monitor, guards) for the steps of one judgement."""
 
-    def __init__(self, request: JudgeRequest, verdict: Verdict) -> None:
+    def __init__(self, request: JudgeRequest, verdict: CheckLog) -> None:
         self.request = request
         self.verdict = verdict
         self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
@@ -262,8 +263,6 @@ def _device_name(on_gpu: bool) -> str:
 
 
 def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
-    import hashlib
-
     return {
         "schema_version": SCHEMA_VERSION, "problem_id": request.problem_id, "dsl": request.dsl,
         "device": request.device, "preset": request.preset, "seed": request.seed,
@@ -279,7 +278,7 @@ def run(request: JudgeRequest) -> dict[str, Any]:
     started = time.perf_counter()
     lap = _Laps(started)
     source = Path(request.kernel_path).read_text(errors="replace")
-    verdict = Verdict(request)
+    verdict = CheckLog()
     fields = _base_fields(request, source)
     judge: Judge | None = None
     try:
@@ -329,7 +328,7 @@ def run(request: JudgeRequest) -> dict[str, Any]:
     return _finish(fields, verdict, judge, started)
 
 
-def _finish(fields: dict[str, Any], verdict: Verdict, judge: Judge | None, started: float) -> dict[str, Any]:
+def _finish(fields: dict[str, Any], verdict: CheckLog, judge: Judge | None, started: float) -> dict[str, Any]:
     if judge is not None:
         monitor = judge.monitor
         fields["phases_s"] = judge.phases_s
