@@ -97,10 +97,14 @@ class EvaluatorActor:
         return asdict(self.stats)
 
 
-def make_evaluator(device: str = "cpu", slots: int = 1, **kwargs: Any) -> Any:
-    """Start an EvaluatorActor on Ray: a whole GPU for 'cuda', `slots` CPUs for 'cpu'."""
+def make_evaluator(device: str = "cpu", slots: int = 1, max_restarts: int = 0, max_task_retries: int = 0,
+                   **kwargs: Any) -> Any:
+    """Start an EvaluatorActor on Ray: a whole GPU for 'cuda', `slots` CPUs for 'cpu'. With `max_restarts`, Ray
+    restarts a dead actor; with `max_task_retries`, a call in flight when it died runs again on the restarted
+    actor (judging is idempotent, so the submission is simply judged again)."""
     import ray
 
     resources = {"num_gpus": 1, "num_cpus": 1} if device == "cuda" else {"num_cpus": slots}
-    remote_class = ray.remote(max_concurrency=max(4, 2 * slots), **resources)(EvaluatorActor)
+    remote_class = ray.remote(max_concurrency=max(4, 2 * slots), max_restarts=max_restarts,
+                              max_task_retries=max_task_retries, **resources)(EvaluatorActor)
     return remote_class.remote(device=device, slots=slots, **kwargs)

@@ -16,6 +16,9 @@ EXAMPLES = """examples:
   mkb serve smollm2                                   # the embedded default model on 127.0.0.1:8000
   mkb attempt mlp_norm/01_fused_add_rmsnorm --dsl tirx --model smollm2 --out runs/a1
   mkb attempt mlp_norm/01_fused_add_rmsnorm --dsl cutedsl --model glm-5.3 --skill runs/a1/SKILL.md --out runs/a2
+  mkb plan experiments/chain-100.yaml                 # trial counts, dependencies, GPU-hour estimate
+  mkb run experiments/quickstart.yaml                 # the embedded default campaign; rerun to resume
+  mkb export runs/quickstart --parquet --results-json
 
 devices: 'cuda' judges a GPU kernel on the GPU (compiled to PTX only, tier compile_only, where there is none);
 'cpu' judges on this machine's CPU: CPU-target TIRx kernels (target="llvm") run for real, GPU kernels are
@@ -212,7 +215,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_attempt_arguments(attempt)
     attempt.set_defaults(handler=cmd_attempt)
+
+    from .campaign.plan_cli import add_plan_arguments
+    from .campaign.run_cli import add_run_arguments
+    from .store.export_cli import add_export_arguments
+
+    plan = commands.add_parser(
+        "plan", help="expand an experiment YAML into trials: counts, dependencies, a GPU-hour estimate",
+        description="Print what `mkb run CONFIG` would run: trials per model, kind and arm, the longest dependency "
+                    "chain, where each DSL's kernels are judged on this machine, and an estimate with its "
+                    "assumptions. Exit 2 for a config that does not load (the message names file and field).")
+    add_plan_arguments(plan)
+    plan.set_defaults(handler=_lazy("campaign.plan_cli", "plan_from_args"))
+
+    run = commands.add_parser(
+        "run", help="run a campaign (benchmark arms and/or chains) on Ray; rerun to resume",
+        description="Plan CONFIG, sync it with the run's store (runs/<name>/store.sqlite), start model servers and "
+                    "evaluators, run every trial not yet stored, print a summary. Kill it or Ctrl-C it at any "
+                    "time: the same command resumes without repeating or losing a trial.")
+    add_run_arguments(run)
+    run.set_defaults(handler=_lazy("campaign.run_cli", "run_from_args"))
+
+    export = commands.add_parser(
+        "export", help="export a run's store as parquet tables and per-model results.json",
+        description="Write RUN's store as polars-readable parquet tables and MetaKernelBench-style results.json "
+                    "files (synthetic rows are labelled).")
+    add_export_arguments(export)
+    export.set_defaults(handler=_lazy("store.export_cli", "export_from_args"))
     return parser
+
+
+def _lazy(module: str, function: str):
+    """A handler imported only when its command runs (keeps `mkb --help` fast)."""
+    def handler(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(f"mkb_ray.{module}"), function)(args)
+    return handler
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from mkb_ray.attempt_cli import attempt_main
 
 from conftest import EXAMPLE_PROBLEM
 
-BUDGET = {"submissions": 3, "wall_clock_s": 300, "max_turns": 6, "reply_max_tokens": 768}
+BUDGET = {"submissions": 3, "wall_clock_s": 300, "max_turns": 6, "reply_max_tokens": 512}
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +56,14 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_endpoint, tmp_path):
     for submission in solo.submissions:
         if submission.counted:
             assert submission.verdict is not None and submission.verdict.device == "cpu"
-    # SmolLM2-135M often writes no kernel at all: then there is nothing to judge, and the record must say so.
-    if solo.submissions:
-        assert solo.final_verdict is not None and solo.final_verdict.dsl == "tirx"
-    else:
-        assert solo.final_verdict is None
+    # The roster opens a ```python fence for SmolLM2 (reply_prefill), so every kernel turn yields code: at least one
+    # of its kernels must have been judged for real on the CPU, and its final kernel judged once more. Whether it
+    # passes is the model's business (it almost never does).
+    judged = [s for s in solo.submissions if s.counted]
+    assert judged, "SmolLM2 produced no judged kernel"
+    assert all(s.verdict.device == "cpu" and s.verdict.reason for s in judged)
+    assert solo.final_verdict is not None and solo.final_verdict.dsl == "tirx"
+    assert (solo_dir / "final_kernel.py").exists()
     assert (solo_dir / "record.json").exists() and (solo_dir / "transcript.jsonl").exists()
     skill_text = (solo_dir / "SKILL.md").read_text()
     assert skill_text.strip(), "the solo attempt wrote no SKILL.md"

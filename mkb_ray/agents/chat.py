@@ -106,6 +106,11 @@ class ChatAgent:
     def _say(self, section: str, **values: object) -> str:
         return render_section(MESSAGES, section, **values)
 
+    def _opening(self, tag: str) -> Optional[str]:
+        """The fence a reply starts with, for models the roster marks `open_fences` (too weak to open one
+        themselves); None for everyone else."""
+        return f"```{tag}\n" if getattr(self.ctx.client, "open_fences", False) else None
+
     def _budget_status(self, turn: int) -> str:
         budget = self.ctx.budget
         max_turns = budget.spec.max_turns if budget.spec.max_turns is not None else "unlimited"
@@ -172,7 +177,7 @@ class ChatAgent:
                 break
             turn = budget.start_turn()
             try:
-                reply = await ctx.complete(self.messages, turn=turn)
+                reply = await ctx.complete(self.messages, turn=turn, prefill=self._opening("python"))
             except AttemptStopped as stopped:
                 stop = stopped.reason
                 break
@@ -204,7 +209,8 @@ class ChatAgent:
             self.messages.append({"role": "user", "content": request})
         self.ctx.transcript.message("user", request, purpose="skill")
         try:
-            reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill")
+            reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill",
+                                            prefill=self._opening("skill"))
         except AttemptStopped as stopped:
             log.info("no closing SKILL.md turn: %s", stopped)
             return

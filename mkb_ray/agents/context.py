@@ -236,7 +236,8 @@ class AttemptContext:
     # -- the model ---------------------------------------------------------------------------------------------
     async def complete(self, messages: list[dict[str, Any]], *, turn: int, purpose: str = "turn",
                        tools: Optional[list[dict[str, Any]]] = None,
-                       tool_choice: Optional[Union[str, dict[str, Any]]] = None, head: int = 2) -> LLMReply:
+                       tool_choice: Optional[Union[str, dict[str, Any]]] = None, head: int = 2,
+                       prefill: Optional[str] = None) -> LLMReply:
         """One model call inside the budget. The conversation is trimmed to the model's context (see
         `fit_messages`); the call may last at most the wall time left. Raises AttemptStopped with reason
         wall_clock / tokens / llm_error / context_overflow."""
@@ -261,7 +262,7 @@ class AttemptContext:
             try:
                 reply = await self.client.complete(sent, tools=tools, tool_choice=tool_choice,
                                                    max_tokens=max_tokens, timeout_s=budget.remaining_s(),
-                                                   seed=self.config.seed)
+                                                   seed=self.config.seed, prefill=prefill)
                 break
             except LLMCallError as err:
                 self.llm_calls.append(LLMCallRecord(

@@ -145,6 +145,10 @@ class LLMClient:
         self.max_output_tokens: Optional[int] = getattr(spec, "max_output_tokens", None)
         self.request_seed = bool(getattr(spec, "request_seed", True))
         self.default_temperature: Optional[float] = getattr(spec, "temperature", None)
+        # Only our own vLLM servers continue a partial assistant message (and take vLLM sampling extras); provider
+        # APIs differ, so neither applies there.
+        self.open_fences = bool(getattr(spec, "open_fences", False)) and bool(api_base)
+        self.repetition_penalty: Optional[float] = getattr(spec, "repetition_penalty", None) if api_base else None
         self._gpus = float(getattr(spec, "num_gpus", 0) or 0) if self.api_base else 0.0
 
     @property
@@ -192,10 +196,11 @@ class LLMClient:
     async def complete(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None,
                        tool_choice: Optional[Union[str, dict[str, Any]]] = None, max_tokens: int = 1024,
                        timeout_s: Optional[float] = None, temperature: Optional[float] = None,
-                       seed: Optional[int] = None) -> LLMReply:
+                       seed: Optional[int] = None, prefill: Optional[str] = None) -> LLMReply:
         """One chat completion. Each try lasts at most the client's `timeout_s`; the optional `timeout_s` here
         bounds the whole call, retries included (the attempt's remaining wall time). Transient failures (timeouts,
         connection errors, 5xx, rate limits) are retried up to `max_retries` times with exponential backoff.
+        `prefill`: the reply's opening text — the server continues it, and the returned content starts with it.
         Raises `LLMCallError` when the call fails for good."""
         litellm = _litellm()
         started = time.monotonic()
@@ -207,6 +212,15 @@ class LLMClient:
             kwargs["api_key"] = "EMPTY"  # our servers take no key; litellm wants one for the OpenAI route
             if self.session_id:
                 kwargs["extra_headers"] = {"x-session-id": self.session_id}
+        extra_body: dict[str, Any] = {}
+        if prefill:
+            kwargs["messages"] = [*messages, {"role": "assistant", "content": prefill}]
+            # vLLM's chat endpoint: render the template up to the open assistant turn and continue it.
+            extra_body.update(continue_final_message=True, add_generation_prompt=False)
+        if self.repetition_penalty is not None:
+            extra_body["repetition_penalty"] = self.repetition_penalty
+        if extra_body:
+            kwargs["extra_body"] = extra_body
         if tools:
             kwargs["tools"] = tools
             if tool_choice is not None:
@@ -255,6 +269,9 @@ class LLMClient:
         calls = [ToolCall(id=str(c.id or f"call_{i}"), name=str(c.function.name or ""),
                           arguments=str(c.function.arguments or ""))
                  for i, c in enumerate(getattr(message, "tool_calls", None) or [])]
-        return LLMReply(content=message.content or "", tool_calls=calls,
+        content = message.content or ""
+        if prefill and not content.startswith(prefill):
+            content = prefill + content
+        return LLMReply(content=content, tool_calls=calls,
                         usage=self._usage(response, latency_s, attempts - 1),
                         finish_reason=getattr(choice, "finish_reason", None), model=self.model_id)

@@ -55,6 +55,14 @@ class ModelSpec(BaseModel):
                                                                  "(None: the endpoint's default)")
     request_seed: bool = Field(True, description="the endpoint honours a per-request sampling seed (False: the "
                                                  "client never sends one)")
+    open_fences: bool = Field(
+        False, description="the chat agent starts each reply for the model with the fence it must write (```python "
+                           "on kernel turns, ```skill on the closing SKILL.md turn), sent as the start of the "
+                           "assistant message that our vLLM server continues; for models too weak to open a code "
+                           "block unprompted. Ignored for API models")
+    repetition_penalty: Optional[float] = Field(
+        None, gt=0, description="vLLM sampling repetition_penalty for our servers (None: the server default); "
+                                "ignored for API models")
     prices: ModelPrices = Field(default_factory=ModelPrices)
     notes: str = ""
 

@@ -1,0 +1,343 @@
+"""The planner: an ExperimentConfig expanded into trials with deterministic ids and dependencies.
+
+Pure and Ray-free: the same config, problems, roster and machine give the same plan, in the same order, and every
+trial comes after the trial it depends on. Ids follow `trial.py`:
+    <model>/<problem>/r<k>/<arm>                 benchmark arms, k = 0..replicates-1
+    <model>/<problem>/chain<c>/h<k>              chain hops, k = 0..hops-1
+    <model>/<problem>/chain<c>/base_<dsl>_r<k>   chain baselines, k = 0..baselines-1
+Benchmark: per model × problem × replicate, the listed arms; cutedsl2tirx_skill reads the SKILL.md of
+solo_cutedsl of the same replicate (and runs in TIRx), tirx2cutedsl_skill that of solo_tirx (and runs in CuTe
+DSL); a skill arm's source solo arm is planned even when not listed.
+
+Each trial carries three hashes, so that a resumed campaign can tell which stored results no longer match:
+`config_hash` covers only what shapes that attempt (model spec without its serving-capacity fields, budget,
+resolved agent, target, synthetic spec) — adding a model or a problem leaves other trials current.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, AbstractSet, Iterable, Iterator, Mapping, Optional, Sequence
+
+from .config import BENCHMARK_ARMS, ExperimentConfig, check_references, model_concurrency, resolve_agent, \
+    resolve_target
+from .trial import Trial
+
+if TYPE_CHECKING:
+    from ..models.roster import ModelSpec
+    from ..problems import ProblemSet
+    from ..records import BudgetSpec
+    from ..synthetic.spec import SyntheticSpec
+
+# arm name → (dsl, arm, source arm)
+_ARMS: dict[str, tuple[str, str, Optional[str]]] = {
+    "solo_cutedsl": ("cutedsl", "solo", None),
+    "solo_tirx": ("tirx", "solo", None),
+    "cutedsl2tirx_skill": ("tirx", "skill", "solo_cutedsl"),
+    "tirx2cutedsl_skill": ("cutedsl", "skill", "solo_tirx"),
+}
+# ModelSpec fields that size the serving, not the attempt: changing them must not make stored trials stale.
+CAPACITY_FIELDS = frozenset({"min_replicas", "max_replicas", "target_ongoing_requests", "max_concurrency",
+                             "prices", "notes"})
+
+
+class _Index(dict):
+    """trial id → Trial; also callable, `plan.by_id(tid)`."""
+
+    __slots__ = ()
+
+    def __call__(self, trial_id: str) -> Trial:
+        return self[trial_id]
+
+
+@dataclass
+class Plan:
+    """The trials of a campaign, in dependency order, with indexes for the scheduler."""
+
+    trials: list[Trial]
+    synthetic: bool = False
+    by_id: _Index = field(init=False, repr=False)
+    _dependants: dict[str, list[int]] = field(init=False, repr=False)
+    _position: dict[str, int] = field(init=False, repr=False)
+    _roots: list[int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_id = _Index()
+        self._position = {}
+        self._dependants = {}
+        self._roots = []
+        for i, trial in enumerate(self.trials):
+            tid = trial.trial_id
+            if tid in self._position:
+                raise ValueError(f"duplicate trial id {tid}")
+            deps = trial.depends_on
+            for dep in deps:
+                if dep not in self._position:
+                    raise ValueError(f"trial {tid} depends on {dep}, which is not planned before it")
+                self._dependants.setdefault(dep, []).append(i)
+            if not deps:
+                self._roots.append(i)
+            self.by_id[tid] = trial
+            self._position[tid] = i
+
+    def __len__(self) -> int:
+        return len(self.trials)
+
+    def __iter__(self) -> Iterator[Trial]:
+        return iter(self.trials)
+
+    def __contains__(self, trial_id: object) -> bool:
+        return trial_id in self._position
+
+    def dependants(self, trial_id: str) -> list[Trial]:
+        """Trials that wait on `trial_id` directly (skill arms of a solo arm, the next hop of a chain)."""
+        return [self.trials[j] for j in self._dependants.get(trial_id, ())]
+
+    def counts_by_kind(self) -> dict[str, int]:
+        return dict(Counter(t.kind for t in self.trials))
+
+    def counts_by_arm(self) -> dict[str, int]:
+        """Benchmark arm names; chain trials as chain_hop / chain_base."""
+        return dict(Counter(t.arm_name or t.kind for t in self.trials))
+
+    def counts_by_model(self) -> dict[str, dict[str, int]]:
+        """model → kind → trials."""
+        out: dict[str, Counter] = {}
+        for t in self.trials:
+            out.setdefault(t.model, Counter())[t.kind] += 1
+        return {model: dict(counts) for model, counts in out.items()}
+
+    def depth(self) -> int:
+        """Trials on the longest dependency path (a solo arm 1, solo → skill 2, a 100-hop chain 100)."""
+        level: dict[str, int] = {}
+        deepest = 0
+        for t in self.trials:  # dependency order: a trial's sources already have their level
+            d = 1 + max((level[dep] for dep in t.depends_on), default=0)
+            level[t.trial_id] = d
+            deepest = max(deepest, d)
+        return deepest
+
+    def _ready(self, candidates: Iterable[int], done: AbstractSet[str]) -> list[Trial]:
+        trials = self.trials
+        out = [j for j in set(candidates) if trials[j].trial_id not in done
+               and all(dep in done for dep in trials[j].depends_on)]
+        out.sort()
+        return [trials[j] for j in out]
+
+    def ready(self, done: AbstractSet[str]) -> list[Trial]:
+        """Trials not in `done` whose dependencies all are, in plan order. Costs O(roots + |done|), not a scan
+        of every trial (a 100-hop campaign has ~900 roots among ~90k trials); ids in `done` that are not planned
+        are ignored."""
+        candidates = list(self._roots)
+        dependants = self._dependants
+        for tid in done:
+            following = dependants.get(tid)
+            if following:
+                candidates.extend(following)
+        return self._ready(candidates, done)
+
+    def newly_ready(self, finished: str, done: AbstractSet[str]) -> list[Trial]:
+        """The dependants of `finished` that `done` (which includes it) makes ready: the scheduler's O(1) step."""
+        return self._ready(self._dependants.get(finished, ()), done)
+
+    def descendants(self, trial_ids: Sequence[str]) -> list[str]:
+        """Every trial downstream of `trial_ids` (not themselves), in plan order."""
+        seen: set[int] = set()
+        stack = [j for tid in trial_ids for j in self._dependants.get(tid, ())]
+        while stack:
+            j = stack.pop()
+            if j not in seen:
+                seen.add(j)
+                stack.extend(self._dependants.get(self.trials[j].trial_id, ()))
+        return [self.trials[j].trial_id for j in sorted(seen)]
+
+
+def trial_config_hash(spec: "ModelSpec", budget: "BudgetSpec", agent: str, target: str,
+                      synthetic: "SyntheticSpec | None") -> str:
+    """sha256 over what shapes one attempt: the model spec (capacity fields left out), budget, agent, target and
+    synthetic spec."""
+    payload = {"model": spec.model_dump(mode="json", exclude=set(CAPACITY_FIELDS)),
+               "budget": budget.model_dump(mode="json"), "agent": agent, "target": target,
+               "synthetic": synthetic.model_dump(mode="json") if synthetic is not None else None}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def file_problem_hash(problem_path: Path) -> str:
+    """sha256 over the problem file and its sidecar — the judge's `problem_loader.problem_hash`, restated here
+    because that module imports torch (1 s) and planning must not (a test keeps the two equal)."""
+    digest = hashlib.sha256(problem_path.read_bytes())
+    side = problem_path.with_suffix(".toml")
+    if side.exists():
+        digest.update(side.read_bytes())
+    return digest.hexdigest()
+
+
+def synthetic_problem_hash(problem_id: str) -> str:
+    return hashlib.sha256(problem_id.encode()).hexdigest()
+
+
+def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roster: "dict[str, ModelSpec]",
+                  has_gpu: bool) -> Plan:
+    """Every trial of `config`. problems: the loaded problem set (None: load the config's root; synthetic
+    campaigns need none). has_gpu: whether this machine has a GPU (resolves `target: auto`). Raises
+    ExperimentConfigError for unknown models or problems."""
+    from ..agents.skill import template_hash
+
+    selection = check_references(config, roster, problems)
+    template = template_hash()
+    problem_hashes = {pid: (file_problem_hash(selection.paths[pid]) if pid in selection.paths
+                            else synthetic_problem_hash(pid)) for pid in selection.campaign}
+    targets = {dsl: resolve_target(dsl, config, has_gpu) for dsl in ("cutedsl", "tirx")}
+    trials: list[Trial] = []
+    add = trials.append
+    for model in config.models:
+        spec = roster[model]
+        agent = resolve_agent(config, spec)
+        cfg = {dsl: trial_config_hash(spec, config.budget, agent, targets[dsl], config.synthetic)
+               for dsl in ("cutedsl", "tirx")}
+        if config.benchmark is not None:
+            listed = set(config.benchmark.arms)
+            arms = [a for a in BENCHMARK_ARMS if a in listed or any(_ARMS[s][2] == a for s in listed)]
+            for pid in selection.campaign:
+                phash = problem_hashes[pid]
+                for r in range(config.replicates):
+                    prefix = f"{model}/{pid}/r{r}/"
+                    for arm_name in arms:
+                        dsl, arm, source = _ARMS[arm_name]
+                        add(Trial(prefix + arm_name, model, pid, dsl, targets[dsl], arm, "benchmark", r, None,
+                                  None, prefix + source if source else None, arm_name, cfg[dsl], phash, template))
+        if config.chains is not None:
+            _plan_chains(config, model, selection.chains, problem_hashes, targets, cfg, template, add)
+    return Plan(trials, synthetic=config.is_synthetic)
+
+
+def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], problem_hashes: dict[str, str],
+                 targets: dict[str, str], cfg: dict[str, str], template: str, add) -> None:
+    chains = config.chains
+    assert chains is not None  # the caller checked
+    baselines = config.chain_baselines
+    starts = chains.start_dsls
+    hop_dsls = {start: [chains.hop_dsl(start, k) for k in range(chains.hops)] for start in starts}
+    hop_names = [f"h{k}" for k in range(chains.hops)]
+    for pid in problem_ids:
+        phash = problem_hashes[pid]
+        for c in range(len(starts) * chains.per_cell):
+            start = starts[c // chains.per_cell]
+            prefix = f"{model}/{pid}/chain{c}/"
+            previous: Optional[str] = None
+            for k, dsl in enumerate(hop_dsls[start]):
+                tid = prefix + hop_names[k]
+                add(Trial(tid, model, pid, dsl, targets[dsl], "skill" if previous else "solo", "chain_hop", 0, c,
+                          k, previous, None, cfg[dsl], phash, template))
+                previous = tid
+            for dsl in chains.dsls_used(start):
+                for r in range(baselines):
+                    add(Trial(f"{prefix}base_{dsl}_r{r}", model, pid, dsl, targets[dsl], "solo", "chain_base", r, c,
+                              None, None, None, cfg[dsl], phash, template))
+
+
+def find_stale(plan: Plan, stored: Mapping[str, Sequence[str]], include_dependants: bool = False) -> list[str]:
+    """Planned trials whose stored (config_hash, problem_hash, template_hash) differ from the plan's, in plan
+    order. Stored ids the plan does not have are ignored. include_dependants: add every trial downstream of a
+    stale one (its skill source would change when it is rerun)."""
+    stale = []
+    for trial in plan.trials:
+        hashes = stored.get(trial.trial_id)
+        if hashes is not None and tuple(hashes) != (trial.config_hash, trial.problem_hash, trial.template_hash):
+            stale.append(trial.trial_id)
+    if include_dependants and stale:
+        marked = set(stale) | set(plan.descendants(stale))
+        stale = [t.trial_id for t in plan.trials if t.trial_id in marked]
+    return stale
+
+
+# ---- estimate ----
+
+# Share of the wall-clock budget an attempt is expected to use: agents stop early when they finish or run out of
+# submissions. A planning assumption, not a measurement.
+DEFAULT_UTILISATION = 0.5
+# Evaluator wall per judged submission on an H200: 20.3-22.0 s (median 21.5) over three CuTe DSL solutions
+# (fresh subprocess, compile, 5+2 correctness draws, 10 + 50 timed runs, eager baseline), measured by
+# benchmarks/evaluator_overhead.py: benchmarks/results/2026-11-29-h200-tests.txt.
+EVAL_S_PER_SUBMISSION = 21.0
+
+
+@dataclass
+class ModelEstimate:
+    model: str
+    serving: str                      # local_vllm | api
+    attempts: int
+    attempt_hours: float              # attempts × expected attempt wall
+    gpus_per_replica: int
+    attempts_per_replica: float       # concurrent attempts one replica serves
+    gpu_hours: float                  # 0 for API and CPU-served models
+
+
+@dataclass
+class Estimate:
+    """What a campaign is expected to cost — an estimate from the assumptions listed, not a measurement."""
+
+    trials_by_kind: dict[str, int]
+    attempts: int
+    judged_submissions: float         # expected: counted submissions + the final grading, over all attempts
+    model_gpu_hours: float
+    evaluator_gpu_hours: float        # GPU-target judging
+    evaluator_cpu_hours: float        # CPU-target (TIRx llvm) judging, in CPU-slot hours
+    critical_path_hours: float        # the longest dependency path at the expected attempt wall
+    per_model: list[ModelEstimate] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    synthetic: bool = False
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.model_gpu_hours + self.evaluator_gpu_hours
+
+
+def estimate(plan: Plan, roster: "dict[str, ModelSpec]", config: ExperimentConfig,
+             utilisation: float = DEFAULT_UTILISATION, eval_s: float = EVAL_S_PER_SUBMISSION,
+             submission_use: float = 1.0) -> Estimate:
+    """GPU-hours of running `plan` for real (also for a synthetic campaign: that is what it is for).
+
+    model GPU-hours = attempts × (wall_clock_s × utilisation) × num_gpus / attempts per replica, where attempts per
+    replica = the model's concurrency (config override or roster max_concurrency) / max_replicas; API and
+    CPU-served models cost no GPU-hours here. evaluator hours = attempts × (submissions × submission_use + 1 final
+    grading) × eval_s."""
+    budget = config.budget
+    attempt_s = budget.wall_clock_s * utilisation
+    judged_per_attempt = budget.submissions * submission_use + 1
+    attempts_by_model = Counter(t.model for t in plan.trials)
+    per_model = []
+    for model, attempts in attempts_by_model.items():
+        spec = roster[model]
+        per_replica = max(1.0, model_concurrency(config, spec) / spec.max_replicas)
+        gpus = spec.num_gpus if spec.is_local else 0
+        per_model.append(ModelEstimate(model, spec.serving, attempts, attempts * attempt_s / 3600, spec.num_gpus,
+                                       per_replica, attempts * attempt_s * gpus / per_replica / 3600))
+    gpu_judged = sum(1 for t in plan.trials if t.target == "gpu")
+    cpu_judged = len(plan.trials) - gpu_judged
+    assumptions = [
+        "an estimate from planning assumptions, not a measurement",
+        f"an attempt uses {utilisation:.0%} of its {budget.wall_clock_s:g} s wall-clock budget "
+        f"({attempt_s / 60:.1f} min)",
+        f"every attempt makes {judged_per_attempt:g} judged submissions ({submission_use:.0%} of its "
+        f"{budget.submissions} counted + 1 final grading)",
+        f"one judgement takes {eval_s:g} s of an evaluator (H200 median, benchmarks/results/); CPU-target "
+        "judgements counted in CPU-slot hours at the same rate",
+        "a model replica serves (concurrency / max_replicas) attempts at once; API and CPU-served models cost no "
+        "GPU-hours (API cost is per token and not estimated here)",
+        "GPU-target trials priced as judged on an H200 (where there is no GPU they are compile-only and cheaper)",
+        "queue waits, retries and server start-up are not included",
+    ]
+    if plan.synthetic:
+        assumptions.append("synthetic campaign: the estimate is for running it for real")
+    return Estimate(
+        trials_by_kind=plan.counts_by_kind(), attempts=len(plan.trials),
+        judged_submissions=len(plan.trials) * judged_per_attempt,
+        model_gpu_hours=sum(m.gpu_hours for m in per_model),
+        evaluator_gpu_hours=gpu_judged * judged_per_attempt * eval_s / 3600,
+        evaluator_cpu_hours=cpu_judged * judged_per_attempt * eval_s / 3600,
+        critical_path_hours=plan.depth() * attempt_s / 3600,
+        per_model=per_model, assumptions=assumptions, synthetic=plan.synthetic)

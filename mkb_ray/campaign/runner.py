@@ -1,0 +1,139 @@
+"""Where a scheduled trial becomes an attempt: the body of the Ray task the scheduler dispatches for each trial.
+
+It runs on any node of the cluster, so it takes everything by value (the trial, the source SKILL.md text, the
+model endpoint, the evaluator actor handle) and returns a `TrialOutcome` carrying the record and every artifact as
+bytes: the driver, the store's only writer, needs no shared filesystem. Real trials run `mkb_ray.attempt`
+(the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` — optionally with the synthetic
+agent's final kernel (the problem's shipped solution) judged for real, to exercise evaluators under faults.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+from .trial import Trial, TrialOutcome
+
+# Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.attempt).
+_SKIP_SUFFIXES = (".tmp",)
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What every trial of a campaign shares: how its attempts are configured and where they reach services."""
+
+    budget_json: str                    # BudgetSpec as JSON
+    agent: str                          # workspace | chat (resolved per model by the scheduler)
+    problems_root: Optional[str] = None
+    synthetic_json: Optional[str] = None  # SyntheticSpec as JSON: synthetic mode
+    real_judge: bool = False            # synthetic mode only: judge the synthetic agent's final kernel for real
+
+
+def collect_artifacts(out_dir: Path) -> dict[str, bytes]:
+    """Every file an attempt wrote, keyed by its path relative to the attempt directory."""
+    artifacts: dict[str, bytes] = {}
+    for path in sorted(out_dir.rglob("*")):
+        if path.is_file() and not path.name.endswith(_SKIP_SUFFIXES):
+            artifacts[path.relative_to(out_dir).as_posix()] = path.read_bytes()
+    return artifacts
+
+
+def outcome_from_attempt(trial: Trial, out_dir: Path) -> TrialOutcome:
+    """The outcome of a real attempt whose directory `out_dir` holds record.json and its files."""
+    from ..attempt import load_record
+
+    record = load_record(out_dir)
+    artifacts = collect_artifacts(out_dir)
+    skill = artifacts.get("SKILL.md", b"").decode("utf-8", errors="replace")
+    return TrialOutcome(trial_id=trial.trial_id, status=record.status, record_json=record.model_dump_json(),
+                        artifacts=artifacts, synthetic=record.synthetic, error=record.error,
+                        final_tier=record.final_verdict.tier if record.final_verdict else None, skill_md=skill,
+                        tokens=record.prompt_tokens + record.completion_tokens)
+
+
+async def run_real_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any,
+                         api_base: Optional[str], evaluator: Any) -> TrialOutcome:
+    """One real attempt: the roster model `spec` (served at `api_base`, or its provider API) and the evaluator."""
+    from ..attempt import run_attempt
+    from ..llm.client import LLMClient
+    from ..records import AttemptConfig, BudgetSpec
+
+    work = Path(tempfile.mkdtemp(prefix="mkb-trial-"))
+    try:
+        skill_path = None
+        if trial.arm == "skill":
+            skill_path = work / "source_SKILL.md"
+            skill_path.write_text(source_skill or "", encoding="utf-8")
+        out_dir = work / "attempt"
+        config = AttemptConfig(problem_id=trial.problem_id, dsl=trial.dsl, target=trial.target, model=trial.model,
+                               agent=ctx.agent, arm=trial.arm, skill_path=skill_path,
+                               budget=BudgetSpec.model_validate_json(ctx.budget_json), seed=None, out_dir=out_dir,
+                               attempt_id=trial.trial_id)
+        client = LLMClient(spec, api_base if spec.is_local else None, session_id=trial.trial_id)
+        root = Path(ctx.problems_root) if ctx.problems_root else None
+        await run_attempt(config, client, evaluator, problems_root=root)
+        return outcome_from_attempt(trial, out_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+async def run_synthetic_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext,
+                              evaluator: Any = None) -> TrialOutcome:
+    """A synthetic attempt (labelled synthetic in its record). With `ctx.real_judge`, its final kernel — the
+    problem's shipped solution for the trial's variant — is judged by the real evaluator and that verdict
+    replaces the drawn one."""
+    from ..synthetic import synthetic_outcome
+
+    outcome = synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json or "{}"))
+    if not (ctx.real_judge and evaluator is not None and outcome.status == "completed"):
+        return outcome
+    return await _judge_for_real(trial, outcome, ctx, evaluator)
+
+
+async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext, evaluator: Any) -> TrialOutcome:
+    from ..agents.evaluator_port import as_evaluator_port
+    from ..problems import load_problems
+    from ..records import AttemptRecord
+    from ..verdict import Verdict
+
+    problem = load_problems(Path(ctx.problems_root) if ctx.problems_root else None).get(trial.problem_id)
+    variant = "tirx_cpu" if trial.target == "cpu" else trial.dsl
+    solution = problem.solutions.get(variant)
+    if solution is None:
+        return outcome
+    source = solution.read_text(encoding="utf-8")
+    verdict = Verdict.model_validate(await as_evaluator_port(evaluator).evaluate(trial.problem_id, source, trial.dsl))
+    record = AttemptRecord.model_validate_json(outcome.record_json or "")
+    record.final_verdict = verdict
+    record.notes.append("synthetic agent; final kernel = the problem's shipped solution, judged for real")
+    artifacts = dict(outcome.artifacts)
+    artifacts["final_kernel.py"] = source.encode()
+    artifacts["final_verdict.json"] = verdict.model_dump_json(indent=2).encode()
+    return TrialOutcome(trial_id=trial.trial_id, status=outcome.status, record_json=record.model_dump_json(),
+                        artifacts=artifacts, synthetic=True, error=outcome.error, final_tier=verdict.tier,
+                        skill_md=outcome.skill_md)
+
+
+def execute_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any = None,
+                  api_base: Optional[str] = None, evaluator: Any = None) -> TrialOutcome:
+    """The Ray task body (synchronous entry point): one trial, real or synthetic."""
+    if ctx.synthetic_json is not None:
+        if not ctx.real_judge:
+            # The hot path of a 10^5-attempt synthetic campaign: no event loop per trial.
+            from ..synthetic import synthetic_outcome
+
+            return synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json))
+        return asyncio.run(run_synthetic_trial(trial, source_skill, ctx, evaluator))
+    return asyncio.run(run_real_trial(trial, source_skill, ctx, spec, api_base, evaluator))
+
+
+@lru_cache(maxsize=4)
+def _synthetic_spec(spec_json: str) -> Any:
+    """Parsed once per worker process (a campaign has one spec; parsing it per trial would dominate)."""
+    from ..synthetic import SyntheticSpec
+
+    return SyntheticSpec.model_validate_json(spec_json)

@@ -1,0 +1,86 @@
+"""The short summary printed after `mkb run`: final tiers per model and arm, skills written, what is synthetic.
+
+Reads the store only (a stored run can be summarised again with `mkb run CONFIG` on a finished campaign).
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+TIER_COLUMNS = ("fail", "pass", "pass2x", "compile_only", "none")
+
+
+@dataclass
+class RunSummary:
+    """Counts over the stored trials of one run."""
+
+    trials: int = 0
+    statuses: Counter = field(default_factory=Counter)
+    tiers: dict[tuple[str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
+    skills_written: int = 0
+    synthetic: int = 0
+    targets: Counter = field(default_factory=Counter)
+
+
+def group_of(row: Any) -> str:
+    """The row's arm for reporting: the benchmark arm name, `chain h<k> (<dsl>)`, or `chain base (<dsl>)`."""
+    if row.kind == "benchmark":
+        return row.arm_name or f"{row.arm}_{row.dsl}"
+    if row.kind == "chain_hop":
+        # Long chains are summarised by decade of hops (a 100-hop chain would otherwise print 100 rows).
+        hop = row.hop if row.hop < 3 else None
+        return f"chain h{hop} ({row.dsl})" if hop is not None else f"chain h{_decade(row.hop)} ({row.dsl})"
+    return f"chain base ({row.dsl})"
+
+
+def _decade(hop: int) -> str:
+    low = 3 if hop < 10 else hop // 10 * 10
+    return f"{low}-{hop // 10 * 10 + 9}"
+
+
+def summarise(store: Any) -> RunSummary:
+    summary = RunSummary()
+    for row in store.trial_rows():
+        summary.trials += 1
+        summary.statuses[row.status] += 1
+        if row.status == "planned":
+            continue
+        summary.tiers[(row.model, group_of(row))][row.final_tier or "none"] += 1
+        summary.skills_written += 1 if row.skill_sha else 0
+        summary.synthetic += 1 if row.synthetic else 0
+        summary.targets[(row.dsl, "synthetic" if row.synthetic else row.target)] += 1
+    return summary
+
+
+def target_notes(summary: RunSummary, has_gpu: bool) -> list[str]:
+    """What 'executed' means for this run's variants on this machine — said plainly, next to the numbers."""
+    notes = []
+    for (dsl, target), n in sorted(summary.targets.items()):
+        if target == "synthetic":
+            notes.append(f"{dsl}: {n} synthetic trial(s): tiers drawn from the calibration, nothing compiled or run")
+        elif target == "cpu":
+            notes.append(f"{dsl}: {n} trial(s) on the CPU-target (LLVM) variant, kernels executed and timed on CPU")
+        elif has_gpu:
+            notes.append(f"{dsl}: {n} trial(s) on the GPU variant, kernels executed on the GPU")
+        else:
+            notes.append(f"{dsl}: {n} trial(s) on the GPU variant judged without a GPU: compiled to PTX only "
+                         f"(tier compile_only), never executed")
+    return notes
+
+
+def print_summary(summary: RunSummary, run_dir: Any, has_gpu: bool, console: Any) -> None:
+    from rich.table import Table
+
+    label = " [bold yellow](SYNTHETIC: drawn, not measured)[/bold yellow]" if summary.synthetic else ""
+    table = Table(title=f"final tiers per arm — {run_dir}{label}")
+    for column in ("model", "arm", *TIER_COLUMNS):
+        table.add_column(column, justify="left" if column in ("model", "arm") else "right")
+    for (model, group), tiers in sorted(summary.tiers.items()):
+        table.add_row(model, group, *(str(tiers.get(t, 0)) for t in TIER_COLUMNS))
+    console.print(table)
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
+    console.print(f"{summary.trials} trials: {statuses}; SKILL.md written by {summary.skills_written}"
+                  + (f"; {summary.synthetic} synthetic" if summary.synthetic else ""))
+    for note in target_notes(summary, has_gpu):
+        console.print(f"  {note}")

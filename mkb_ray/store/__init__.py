@@ -1,0 +1,26 @@
+"""The run store: SQLite (WAL) + content-addressed artifacts in the run directory — the source of truth of a
+campaign. The driver is its single writer; exports (parquet, MetaKernelBench results.json) read it.
+
+    with RunStore(run_dir) as store:
+        store.set_meta(config_json, config_hash, synthetic=False)
+        sync = store.record_plan(trials)          # new / done / pending / stale ids
+        store.write_outcomes(batch)               # one transaction per batch; done only once committed
+"""
+from __future__ import annotations
+
+from .artifacts import ArtifactMissing, ArtifactStore
+from .sqlite_store import (SCHEMA_VERSION, STANDARD_EVENT_KINDS, TERMINAL_STATUSES, Event, OutcomeConflict,
+                           PlanSync, RecordError, RunStore, StoreError, StoreLocked, TrialRow)
+
+__all__ = ["ArtifactMissing", "ArtifactStore", "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore",
+           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "StoreError", "StoreLocked", "TERMINAL_STATUSES", "TrialRow",
+           "export_parquet", "export_results_json"]
+
+
+def __getattr__(name: str):
+    # The exports import polars inside their functions; the module itself is light, but keep it lazy anyway.
+    if name in ("export_parquet", "export_results_json"):
+        from . import export
+
+        return getattr(export, name)
+    raise AttributeError(f"module 'mkb_ray.store' has no attribute '{name}'")

@@ -1,0 +1,45 @@
+"""`mkb export RUN [--parquet] [--results-json] [--out DIR]`: export a run store (both formats when neither flag
+is given; default DIR: RUN/export). The lead's CLI wires it with `add_export_arguments(parser)` and
+`export_from_args(args)`. Exit codes: 0 written, 2 no run store at RUN (or one this version cannot read).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run directory (holds store.sqlite)")
+    parser.add_argument("--parquet", action="store_true",
+                        help="every table as <table>.parquet (polars), with a synthetic column in each")
+    parser.add_argument("--results-json", action="store_true",
+                        help="MetaKernelBench-compatible <model>/results.json per model")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: RUN/export)")
+
+
+def export_from_args(args: argparse.Namespace) -> int:
+    from .export import export_parquet, export_results_json
+    from .sqlite_store import STORE_FILE, StoreError
+
+    run: Path = args.run
+    if not (run / STORE_FILE).is_file():
+        print(f"mkb export: no run store at {run / STORE_FILE}", file=sys.stderr)
+        return 2
+    out: Path = args.out if args.out is not None else run / "export"
+    both = not args.parquet and not args.results_json
+    written: list[Path] = []
+    try:
+        if args.parquet or both:
+            written += export_parquet(run, out).values()
+        if args.results_json or both:
+            written += export_results_json(run, out)
+    except StoreError as err:
+        print(f"mkb export: {err}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    console = Console()
+    for path in written:
+        console.print(f"wrote {path}")
+    return 0

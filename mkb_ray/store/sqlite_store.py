@@ -1,0 +1,805 @@
+"""The run store: the source of truth of a campaign — SQLite (`<run_dir>/store.sqlite`) plus content-addressed
+artifact files (`<run_dir>/artifacts/`).
+
+Durability. WAL journal with synchronous=NORMAL: a committed transaction survives the process being killed
+(kill -9, OOM) — the WAL is in the OS page cache — though the last commits may be lost on a power failure.
+`write_outcomes` writes a batch's artifact files first, then its rows in ONE transaction: a trial counts as done
+only once that commit lands, and a crash at any point leaves either the whole batch or none of it.
+
+Single writer. Only the driver process writes (the scheduler hands it `TrialOutcome`s); a writer holds an
+exclusive `flock` on `<run_dir>/store.lock` for its lifetime, so a second writer fails at once with the holder's
+pid (the lock dies with its process, so a killed driver never leaves a stale lock). Readers (exports, analysis,
+live progress) open with `readonly=True` and may run beside the writer. One RunStore may be used from several
+threads (e.g. `asyncio.to_thread`); calls are serialised by a lock.
+
+Schema (schema_version 1; every table STRICT):
+    meta        (key, value): schema_version, created_at, config_json, config_hash, synthetic ("0"/"1")
+    trials      one row per planned trial: every `Trial` field (depends_on as a JSON array, plan_order = position
+                in the plan), `status` ('planned' until an outcome is written, then the TrialOutcome status),
+                attempts, final_tier, synthetic, error, record_sha (artifact of the AttemptRecord JSON), skill_sha,
+                outcome_sha (fingerprint of the written outcome, for idempotent re-writes), finished_at, and
+                figures denormalised from the record for fast queries: stop_reason, turns, n_submissions,
+                counted_submissions, prompt/completion/cached tokens, cost_usd, gpu_s, wall_s, queue_wait_s
+    submissions one row per submission (idx = SubmissionRecord.index, 1-based, refused ones included,
+                is_final=0) plus the attempt's final verdict as a row with idx=0, is_final=1 (its kernel_sha is the
+                final kernel's, counted/refused_reason/round_trip_s/queue_wait_s are NULL there). kernel_sha is the
+                sha256 of the kernel source, which is its artifact address when the kernel file was handed over.
+                Verdict columns: tier, compiled, correct, speedup, kernel_ms, eager_ms, rejected_by, reason, eval_s
+    usage       one row per LLM call: idx, turn, purpose, ok, error, prompt/completion/cached tokens, latency_s,
+                retries, cost_usd, gpu_s
+    skills      (trial_id, sha256, bytes): the SKILL.md a done trial wrote (TrialOutcome.skill_md)
+    artifacts   (trial_id, name, sha256, bytes): each file of TrialOutcome.artifacts, by attempt-relative name
+    events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS)
+Booleans are INTEGER 0/1; times are ISO-8601 UTC text; durations are seconds (`_s`), kernel times milliseconds.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Optional, Sequence
+
+from ..campaign.trial import Trial, TrialOutcome
+from .artifacts import ArtifactStore
+
+SCHEMA_VERSION = 1
+STORE_FILE = "store.sqlite"
+LOCK_FILE = "store.lock"
+ARTIFACTS_DIR = "artifacts"
+TERMINAL_STATUSES = ("completed", "skipped", "error", "infra_error")
+TIERS = ("fail", "pass", "pass2x", "compile_only")
+# The kinds the scheduler logs; `log_event` accepts any snake_case kind, these are the documented ones.
+STANDARD_EVENT_KINDS = ("started", "retry", "infra_error", "evaluator_restart", "server_restart", "interrupted",
+                        "resumed", "rerun_stale", "config_changed")
+_EVENT_KIND = re.compile(r"[a-z][a-z0-9_]*")
+_CHUNK = 500  # ids per IN (...) query
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+CREATE TABLE IF NOT EXISTS trials (
+    trial_id TEXT PRIMARY KEY, plan_order INTEGER NOT NULL,
+    model TEXT NOT NULL, problem_id TEXT NOT NULL, dsl TEXT NOT NULL, target TEXT NOT NULL, arm TEXT NOT NULL,
+    kind TEXT NOT NULL, replicate INTEGER NOT NULL, chain INTEGER, hop INTEGER, skill_from TEXT, arm_name TEXT,
+    depends_on TEXT NOT NULL, config_hash TEXT NOT NULL, problem_hash TEXT NOT NULL, template_hash TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'planned', attempts INTEGER NOT NULL DEFAULT 0, final_tier TEXT,
+    synthetic INTEGER NOT NULL DEFAULT 0, error TEXT, record_sha TEXT, skill_sha TEXT, outcome_sha TEXT,
+    finished_at TEXT, stop_reason TEXT, turns INTEGER, n_submissions INTEGER, counted_submissions INTEGER,
+    prompt_tokens INTEGER, completion_tokens INTEGER, cached_tokens INTEGER, cost_usd REAL, gpu_s REAL,
+    wall_s REAL, queue_wait_s REAL
+) STRICT;
+CREATE INDEX IF NOT EXISTS trials_status ON trials (status);
+CREATE TABLE IF NOT EXISTS submissions (
+    trial_id TEXT NOT NULL REFERENCES trials (trial_id), idx INTEGER NOT NULL, is_final INTEGER NOT NULL,
+    counted INTEGER, refused_reason TEXT, kernel_sha TEXT, kernel_bytes INTEGER,
+    tier TEXT, compiled INTEGER, correct INTEGER, speedup REAL, kernel_ms REAL, eager_ms REAL, rejected_by TEXT,
+    reason TEXT, round_trip_s REAL, eval_s REAL, queue_wait_s REAL,
+    PRIMARY KEY (trial_id, idx)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage (
+    trial_id TEXT NOT NULL REFERENCES trials (trial_id), idx INTEGER NOT NULL, turn INTEGER NOT NULL,
+    purpose TEXT NOT NULL, ok INTEGER NOT NULL, error TEXT, prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, latency_s REAL NOT NULL,
+    retries INTEGER NOT NULL, cost_usd REAL, gpu_s REAL,
+    PRIMARY KEY (trial_id, idx)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS skills (
+    trial_id TEXT PRIMARY KEY REFERENCES trials (trial_id), sha256 TEXT NOT NULL, bytes INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS artifacts (
+    trial_id TEXT NOT NULL REFERENCES trials (trial_id), name TEXT NOT NULL, sha256 TEXT NOT NULL,
+    bytes INTEGER NOT NULL, PRIMARY KEY (trial_id, name)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL, kind TEXT NOT NULL, trial_id TEXT,
+    data TEXT NOT NULL
+) STRICT;
+"""
+_PLAN_COLUMNS = ("trial_id", "plan_order", "model", "problem_id", "dsl", "target", "arm", "kind", "replicate",
+                 "chain", "hop", "skill_from", "arm_name", "depends_on", "config_hash", "problem_hash",
+                 "template_hash")
+_OUTCOME_COLUMNS = ("status", "attempts", "final_tier", "synthetic", "error", "record_sha", "skill_sha",
+                    "outcome_sha", "finished_at", "stop_reason", "turns", "n_submissions", "counted_submissions",
+                    "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "gpu_s", "wall_s",
+                    "queue_wait_s")
+_INSERT_PLAN = (f"INSERT OR IGNORE INTO trials ({', '.join(_PLAN_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_PLAN_COLUMNS))})")
+_UPDATE_OUTCOME = (f"UPDATE trials SET {', '.join(f'{c} = ?' for c in _OUTCOME_COLUMNS)} "
+                   "WHERE trial_id = ? AND status = 'planned'")
+_INSERT_SUBMISSION = "INSERT INTO submissions VALUES (" + ", ".join("?" * 18) + ")"
+_INSERT_USAGE = "INSERT INTO usage VALUES (" + ", ".join("?" * 13) + ")"
+_INSERT_SKILL = "INSERT INTO skills VALUES (?, ?, ?)"
+_INSERT_ARTIFACT = "INSERT INTO artifacts VALUES (?, ?, ?, ?)"
+_CHILD_TABLES = ("submissions", "usage", "skills", "artifacts")
+
+
+class StoreError(Exception):
+    """The store refused an operation; the message says which trial and why."""
+
+
+class RecordError(StoreError):
+    """A malformed or unexpected outcome/record: names the trial and the field."""
+
+    def __init__(self, trial_id: str, field: str, problem: str) -> None:
+        super().__init__(f"trial {trial_id!r}: {field}: {problem}")
+        self.trial_id = trial_id
+        self.field = field
+
+
+class OutcomeConflict(StoreError):
+    """An outcome was written for a trial that is already done with a different outcome."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the run store open for writing."""
+
+
+@dataclass(frozen=True)
+class PlanSync:
+    """How a plan compares with what the store holds (`record_plan`'s answer). All ids in plan order.
+
+    new_ids:       planned now, not stored before (inserted as 'planned').
+    done_ids:      stored with a terminal status and the same hashes: nothing to run.
+    pending_ids:   stored, not done yet (includes refreshed_ids): still to run.
+    refreshed_ids: not done yet and their hashes changed: the stored row was updated (nothing was lost).
+    stale_ids:     done, but their config_hash / problem_hash / template_hash differ from the plan's: NOT
+                   overwritten; `rerun_stale(ids)` resets them to the new plan, or the caller keeps them.
+    unplanned_ids: stored but absent from this plan (left untouched), in their stored plan order.
+    """
+
+    new_ids: tuple[str, ...]
+    done_ids: tuple[str, ...]
+    pending_ids: tuple[str, ...]
+    refreshed_ids: tuple[str, ...]
+    stale_ids: tuple[str, ...]
+    unplanned_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One scheduler event; `data` is the keyword arguments given to `log_event`."""
+
+    id: int
+    ts: str
+    kind: str
+    trial_id: Optional[str]
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """A stored trial: its plan fields, and its outcome fields (None while status is 'planned')."""
+
+    trial_id: str
+    plan_order: int
+    model: str
+    problem_id: str
+    dsl: str
+    target: str
+    arm: str
+    kind: str
+    replicate: int
+    chain: Optional[int]
+    hop: Optional[int]
+    skill_from: Optional[str]
+    arm_name: Optional[str]
+    depends_on: tuple[str, ...]
+    config_hash: str
+    problem_hash: str
+    template_hash: str
+    status: str
+    attempts: int
+    final_tier: Optional[str]
+    synthetic: bool
+    error: Optional[str]
+    record_sha: Optional[str]
+    skill_sha: Optional[str]
+    outcome_sha: Optional[str]
+    finished_at: Optional[str]
+    stop_reason: Optional[str]
+    turns: Optional[int]
+    n_submissions: Optional[int]
+    counted_submissions: Optional[int]
+    prompt_tokens: Optional[int]
+    completion_tokens: Optional[int]
+    cached_tokens: Optional[int]
+    cost_usd: Optional[float]
+    gpu_s: Optional[float]
+    wall_s: Optional[float]
+    queue_wait_s: Optional[float]
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+_TRIAL_ROW_COLUMNS = tuple(f.name for f in fields(TrialRow))
+
+
+@dataclass
+class _Prepared:
+    """One outcome turned into rows (no I/O yet)."""
+
+    trial_id: str
+    outcome_sha: str
+    blobs: dict[str, bytes]          # sha -> bytes, written as artifacts before the rows
+    trial_update: tuple[Any, ...]
+    submissions: list[tuple[Any, ...]]
+    usage: list[tuple[Any, ...]]
+    skill: Optional[tuple[Any, ...]]
+    artifacts: list[tuple[Any, ...]]
+    record: Optional[dict[str, Any]]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class RunStore:
+    """The SQLite run store of one run directory. Use as a context manager, or call `close()`.
+
+    `readonly=True` opens an existing store for reading only (no lock taken; the writer may be running).
+    """
+
+    def __init__(self, run_dir: Path, readonly: bool = False) -> None:
+        self.run_dir = Path(run_dir)
+        self.readonly = readonly
+        self.path = self.run_dir / STORE_FILE
+        self.artifacts = ArtifactStore(self.run_dir / ARTIFACTS_DIR)
+        self._lock = threading.RLock()
+        self._lock_fd: Optional[int] = None
+        self._stale_plan: dict[str, Trial] = {}
+        if readonly:
+            if not self.path.is_file():
+                raise StoreError(f"no run store at {self.path}")
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                         isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            self._check_schema()
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._take_lock()
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            mode = self._conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal":
+                raise StoreError(f"{self.path}: SQLite refused WAL journal mode (got {mode!r})")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute("PRAGMA busy_timeout = 30000")
+            # executescript manages its own transaction (it commits any pending one first), hence BEGIN/COMMIT here.
+            self._conn.executescript(f"BEGIN IMMEDIATE; {_DDL} COMMIT;")
+            with self._transaction():
+                self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (utc_now(),))
+            self._check_schema()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+    def _take_lock(self) -> None:
+        fd = os.open(self.run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLocked(f"{self.run_dir} is open for writing by another process (pid {holder}); the store "
+                              "has a single writer — open it with readonly=True to read") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _check_schema(self) -> None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            found = None if row is None else row[0]
+            raise StoreError(f"{self.path}: schema_version {found}, this mkb-ray reads {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            conn = getattr(self, "_conn", None)
+            if conn is not None:
+                conn.close()
+                self._conn = None  # type: ignore[assignment]
+            self.artifacts.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = None
+
+    def __enter__(self) -> "RunStore":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection, for read queries (exports, analysis). Writes go through the methods."""
+        return self._conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened readonly")
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    # -- meta --------------------------------------------------------------------------------------------------
+    def set_meta(self, config_json: str, config_hash: str, synthetic: bool) -> None:
+        """Record the run's resolved config. A run is synthetic or not for its whole life: changing that is
+        refused. A changed config (resume after an edit) is recorded, with a `config_changed` event."""
+        try:
+            json.loads(config_json)
+        except (TypeError, ValueError) as err:
+            raise StoreError(f"set_meta: config_json is not a JSON document: {err}") from None
+        with self._lock:
+            current = self.meta()
+            if "synthetic" in current and current["synthetic"] != synthetic:
+                raise StoreError(f"{self.run_dir} holds a {'synthetic' if current['synthetic'] else 'measured'} "
+                                 f"run; refusing to mix in {'synthetic' if synthetic else 'measured'} data")
+            with self._transaction():
+                if current.get("config_hash") not in (None, config_hash):
+                    self._insert_event("config_changed", None,
+                                       {"old_config_hash": current["config_hash"], "new_config_hash": config_hash})
+                self._conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+                    ("config_json", config_json), ("config_hash", config_hash), ("synthetic", str(int(synthetic)))])
+
+    def meta(self) -> dict[str, Any]:
+        """schema_version (int), created_at, and once set: config_json, config_hash, synthetic (bool)."""
+        with self._lock:
+            rows = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        out: dict[str, Any] = dict(rows)
+        out["schema_version"] = int(rows["schema_version"])
+        if "synthetic" in rows:
+            out["synthetic"] = rows["synthetic"] == "1"
+        return out
+
+    # -- the plan ----------------------------------------------------------------------------------------------
+    def record_plan(self, trials: Iterable[Trial]) -> PlanSync:
+        """Insert the plan's new trials (as 'planned') and compare the rest with what is stored (see PlanSync).
+        Stale done trials are reported, never overwritten: `rerun_stale` resets the ones the caller chooses."""
+        plan = list(trials)
+        with self._lock:
+            stored = {row[0]: row[1:] for row in self._conn.execute(
+                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order FROM trials")}
+            next_order = max((v[4] for v in stored.values()), default=-1) + 1
+            new, done, pending, refreshed, stale = [], [], [], [], []
+            inserts, refreshes = [], []
+            seen: set[str] = set()
+            self._stale_plan = {}
+            for trial in plan:
+                tid = trial.trial_id
+                if tid in seen:
+                    raise StoreError(f"trial {tid!r} appears twice in the plan")
+                seen.add(tid)
+                old = stored.get(tid)
+                if old is None:
+                    inserts.append(_plan_row(trial, next_order))
+                    next_order += 1
+                    new.append(tid)
+                    continue
+                status, hashes = old[0], old[1:4]
+                same = hashes == (trial.config_hash, trial.problem_hash, trial.template_hash)
+                if status in TERMINAL_STATUSES:
+                    if same:
+                        done.append(tid)
+                    else:
+                        stale.append(tid)
+                        self._stale_plan[tid] = trial
+                else:
+                    pending.append(tid)
+                    if not same:
+                        refreshed.append(tid)
+                        refreshes.append(_plan_row(trial, old[4]))
+            unplanned = tuple(sorted((tid for tid in stored if tid not in seen), key=lambda t: stored[t][4]))
+            with self._transaction():
+                self._conn.executemany(_INSERT_PLAN, inserts)
+                self._replace_plan_rows(refreshes)
+        return PlanSync(tuple(new), tuple(done), tuple(pending), tuple(refreshed), tuple(stale), unplanned)
+
+    def _replace_plan_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        setters = ", ".join(f"{c} = ?" for c in _PLAN_COLUMNS[1:])
+        self._conn.executemany(f"UPDATE trials SET {setters} WHERE trial_id = ?",
+                               [row[1:] + (row[0],) for row in rows])
+
+    def rerun_stale(self, ids: Iterable[str]) -> int:
+        """Reset trials that the last `record_plan` reported stale to 'planned' with the plan's new hashes:
+        their submission/usage/skill/artifact rows are deleted (the artifact files are kept) and a `rerun_stale`
+        event records the old hashes. Returns how many were reset. Dependants (see `dependants`) are not
+        touched: the caller decides about them."""
+        ids = list(dict.fromkeys(ids))
+        for tid in ids:
+            if tid not in self._stale_plan:
+                raise StoreError(f"trial {tid!r} was not reported stale by the last record_plan")
+        if not ids:
+            return 0
+        with self._lock:
+            old = {r[0]: r[1:] for r in self._query_ids(
+                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order, record_sha "
+                "FROM trials WHERE trial_id IN ({})", ids)}
+            with self._transaction():
+                for table in _CHILD_TABLES:
+                    self._conn.executemany(f"DELETE FROM {table} WHERE trial_id = ?", [(t,) for t in ids])
+                self._replace_plan_rows([_plan_row(self._stale_plan[t], old[t][4]) for t in ids])
+                cleared = ", ".join(f"{c} = NULL" for c in _OUTCOME_COLUMNS
+                                    if c not in ("status", "attempts", "synthetic"))
+                self._conn.executemany(
+                    f"UPDATE trials SET status = 'planned', attempts = 0, synthetic = 0, {cleared} "
+                    "WHERE trial_id = ?", [(t,) for t in ids])
+                for tid in ids:
+                    status, ch, ph, th, _, record_sha = old[tid]
+                    new = self._stale_plan[tid]
+                    self._insert_event("rerun_stale", tid, {
+                        "old_status": status, "old_record_sha": record_sha,
+                        "old_hashes": {"config": ch, "problem": ph, "template": th},
+                        "new_hashes": {"config": new.config_hash, "problem": new.problem_hash,
+                                       "template": new.template_hash}})
+            for tid in ids:
+                del self._stale_plan[tid]
+        return len(ids)
+
+    def dependants(self, ids: Iterable[str]) -> set[str]:
+        """Every stored trial that depends on these, directly or through a chain (skill_from), excluding them."""
+        with self._lock:
+            children: dict[str, list[str]] = {}
+            for tid, parent in self._conn.execute("SELECT trial_id, skill_from FROM trials "
+                                                  "WHERE skill_from IS NOT NULL"):
+                children.setdefault(parent, []).append(tid)
+        start = set(ids)
+        out: set[str] = set()
+        frontier = list(start)
+        while frontier:
+            for child in children.get(frontier.pop(), ()):
+                if child not in out and child not in start:
+                    out.add(child)
+                    frontier.append(child)
+        return out
+
+    # -- queries -----------------------------------------------------------------------------------------------
+    def done_ids(self) -> set[str]:
+        """Trials with a terminal status (their outcome is committed)."""
+        with self._lock:
+            return {r[0] for r in self._conn.execute("SELECT trial_id FROM trials WHERE status != 'planned'")}
+
+    def status_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._conn.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
+
+    def trial_rows(self) -> Iterator[TrialRow]:
+        """Every stored trial, in plan order (a snapshot taken when iteration starts)."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {', '.join(_TRIAL_ROW_COLUMNS)} FROM trials ORDER BY plan_order").fetchall()
+        for row in rows:
+            yield _trial_row(row)
+
+    def trial(self, trial_id: str) -> Optional[TrialRow]:
+        with self._lock:
+            row = self._conn.execute(f"SELECT {', '.join(_TRIAL_ROW_COLUMNS)} FROM trials WHERE trial_id = ?",
+                                     (trial_id,)).fetchone()
+        return None if row is None else _trial_row(row)
+
+    def skill_text(self, trial_id: str) -> Optional[str]:
+        """The SKILL.md a done trial wrote (possibly empty); None when it is not done or wrote none."""
+        with self._lock:
+            row = self._conn.execute("SELECT sha256 FROM skills WHERE trial_id = ?", (trial_id,)).fetchone()
+        return None if row is None else self.artifacts.get(row[0]).decode("utf-8")
+
+    def record_json(self, trial_id: str) -> Optional[str]:
+        """The AttemptRecord JSON of a done trial, as written; None when there is none."""
+        with self._lock:
+            row = self._conn.execute("SELECT record_sha FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
+        return None if row is None or row[0] is None else self.artifacts.get(row[0]).decode("utf-8")
+
+    def _query_ids(self, sql: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            out.extend(self._conn.execute(sql.format(", ".join("?" * len(chunk))), chunk).fetchall())
+        return out
+
+    # -- events ------------------------------------------------------------------------------------------------
+    def log_event(self, kind: str, trial_id: Optional[str] = None, **data: Any) -> None:
+        """Append a scheduler event (committed at once). `kind` is snake_case; STANDARD_EVENT_KINDS lists the
+        documented ones. `data` must be JSON-serialisable (other values are stored as their str())."""
+        if not _EVENT_KIND.fullmatch(kind):
+            raise ValueError(f"event kind must be snake_case, got {kind!r} (standard: {STANDARD_EVENT_KINDS})")
+        with self._transaction():
+            self._insert_event(kind, trial_id, data)
+
+    def _insert_event(self, kind: str, trial_id: Optional[str], data: dict[str, Any]) -> None:
+        self._conn.execute("INSERT INTO events (ts, kind, trial_id, data) VALUES (?, ?, ?, ?)",
+                           (utc_now(), kind, trial_id, json.dumps(data, sort_keys=True, default=str)))
+
+    def events(self, kind: Optional[str] = None) -> list[Event]:
+        sql = "SELECT id, ts, kind, trial_id, data FROM events"
+        with self._lock:
+            rows = (self._conn.execute(sql + " WHERE kind = ? ORDER BY id", (kind,)) if kind is not None
+                    else self._conn.execute(sql + " ORDER BY id")).fetchall()
+        return [Event(r[0], r[1], r[2], r[3], json.loads(r[4])) for r in rows]
+
+    # -- outcomes ----------------------------------------------------------------------------------------------
+    def write_outcomes(self, outcomes: Sequence[TrialOutcome]) -> None:
+        """Commit a batch of outcomes: all of it or (on any error) none of it.
+
+        Artifact files first (content-addressed: record JSON, SKILL.md, every file of `artifacts`), then every
+        row in ONE transaction. An outcome for a trial that is already done is a no-op when identical to the
+        stored one (same status, record, artifacts, error, attempts...) and refused with `OutcomeConflict`
+        otherwise, before anything of the batch is written. A trial must have been planned (`record_plan`).
+        """
+        if not outcomes:
+            return
+        with self._lock:
+            run_synthetic = self.meta().get("synthetic")
+            prepared: dict[str, _Prepared] = {}
+            for outcome in outcomes:
+                item = _prepare(outcome, run_synthetic)
+                previous = prepared.get(item.trial_id)
+                if previous is not None and previous.outcome_sha != item.outcome_sha:
+                    raise OutcomeConflict(f"trial {item.trial_id!r}: two different outcomes in one batch")
+                prepared[item.trial_id] = item
+            states = {r[0]: (r[1], r[2]) for r in self._query_ids(
+                "SELECT trial_id, status, outcome_sha FROM trials WHERE trial_id IN ({})", list(prepared))}
+            todo: list[_Prepared] = []
+            for tid, item in prepared.items():
+                state = states.get(tid)
+                if state is None:
+                    raise StoreError(f"trial {tid!r} is not in the plan: record_plan it before writing its outcome")
+                status, outcome_sha = state
+                if status == "planned":
+                    todo.append(item)
+                elif outcome_sha != item.outcome_sha:
+                    raise OutcomeConflict(f"trial {tid!r} is already done (status {status}) with a different "
+                                          "outcome; refusing to overwrite it (rerun_stale resets stale trials)")
+            if not todo:
+                return
+            self.artifacts.put_many(blob for item in todo for blob in item.blobs.items())
+            try:
+                with self._transaction():
+                    before = self._conn.total_changes
+                    self._conn.executemany(_UPDATE_OUTCOME, [i.trial_update for i in todo])
+                    if self._conn.total_changes - before != len(todo):
+                        raise StoreError("a trial of this batch changed status while it was written (is there a "
+                                         "second writer?)")
+                    self._conn.executemany(_INSERT_SUBMISSION, [r for i in todo for r in i.submissions])
+                    self._conn.executemany(_INSERT_USAGE, [r for i in todo for r in i.usage])
+                    self._conn.executemany(_INSERT_SKILL, [i.skill for i in todo if i.skill is not None])
+                    self._conn.executemany(_INSERT_ARTIFACT, [r for i in todo for r in i.artifacts])
+            except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
+                    OverflowError) as err:
+                # A row SQLite refused (a wrongly typed value in a STRICT column...): the batch was rolled
+                # back; find the trial and the field to name.
+                for item in todo:
+                    if item.record is not None:
+                        _diagnose(item.trial_id, item.record)
+                raise StoreError(f"batch of {len(todo)} outcomes refused by SQLite, nothing written: {err}") \
+                    from err
+
+
+# -- turning an outcome into rows (pure, no I/O) ----------------------------------------------------------------
+def _plan_row(trial: Trial, order: int) -> tuple[Any, ...]:
+    return (trial.trial_id, order, trial.model, trial.problem_id, trial.dsl, trial.target, trial.arm, trial.kind,
+            trial.replicate, trial.chain, trial.hop, trial.skill_from, trial.arm_name,
+            json.dumps(list(trial.depends_on)), trial.config_hash, trial.problem_hash, trial.template_hash)
+
+
+def _trial_row(row: tuple[Any, ...]) -> TrialRow:
+    values = dict(zip(_TRIAL_ROW_COLUMNS, row))
+    values["depends_on"] = tuple(json.loads(values["depends_on"]))
+    values["synthetic"] = bool(values["synthetic"])
+    return TrialRow(**values)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> _Prepared:
+    tid = outcome.trial_id
+    if not isinstance(tid, str) or not tid:
+        raise StoreError(f"an outcome has no trial_id (got {tid!r})")
+    if outcome.status not in TERMINAL_STATUSES:
+        raise RecordError(tid, "status", f"{outcome.status!r} is not one of {TERMINAL_STATUSES}")
+    if run_synthetic is not None and bool(outcome.synthetic) != run_synthetic:
+        raise RecordError(tid, "synthetic", f"outcome synthetic={outcome.synthetic} in a run with "
+                                            f"synthetic={run_synthetic}; synthetic and measured data never mix")
+    if not isinstance(outcome.attempts, int) or outcome.attempts < 1:
+        raise RecordError(tid, "attempts", f"must be a positive int, got {outcome.attempts!r}")
+    blobs: dict[str, bytes] = {}
+    names: dict[str, str] = {}
+    artifact_rows = []
+    for name, data in outcome.artifacts.items():
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise RecordError(tid, f"artifacts[{name!r}]", f"must be bytes, got {type(data).__name__}")
+        data = bytes(data)
+        sha = _sha(data)
+        blobs[sha] = data
+        names[name] = sha
+        artifact_rows.append((tid, name, sha, len(data)))
+    skill_row = None
+    skill_sha = None
+    if outcome.skill_md is not None:
+        if not isinstance(outcome.skill_md, str):
+            raise RecordError(tid, "skill_md", f"must be str, got {type(outcome.skill_md).__name__}")
+        data = outcome.skill_md.encode("utf-8")
+        skill_sha = _sha(data)
+        blobs[skill_sha] = data
+        skill_row = (tid, skill_sha, len(data))
+    record: Optional[dict[str, Any]] = None
+    record_sha = None
+    if outcome.record_json is None:
+        if outcome.status != "infra_error":
+            raise RecordError(tid, "record_json", f"missing; only an infra_error may come without a record "
+                                                  f"(status is {outcome.status})")
+    else:
+        try:
+            data = outcome.record_json.encode("utf-8")
+            record = json.loads(outcome.record_json)
+        except (AttributeError, UnicodeError, ValueError) as err:
+            raise RecordError(tid, "record_json", f"not a JSON document: {err}") from None
+        if not isinstance(record, dict):
+            raise RecordError(tid, "record_json", f"must be a JSON object, got {type(record).__name__}")
+        record_sha = _sha(data)
+        blobs[record_sha] = data
+    try:
+        return _rows(outcome, record, names, blobs, artifact_rows, skill_row, skill_sha, record_sha)
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        if record is not None:
+            _diagnose(tid, record)
+        raise RecordError(tid, "record_json", f"unexpected record ({type(err).__name__}: {err})") from None
+
+
+def _rows(outcome: TrialOutcome, record: Optional[dict[str, Any]], names: dict[str, str],
+          blobs: dict[str, bytes], artifact_rows: list[tuple[Any, ...]], skill_row: Optional[tuple[Any, ...]],
+          skill_sha: Optional[str], record_sha: Optional[str]) -> _Prepared:
+    """The fast path: reads the record's fields directly; any surprise raises and `_diagnose` names it."""
+    tid = outcome.trial_id
+    submissions: list[tuple[Any, ...]] = []
+    usage: list[tuple[Any, ...]] = []
+    final_tier = outcome.final_tier
+    error = outcome.error
+    denorm: tuple[Any, ...] = (None,) * 11  # stop_reason ... queue_wait_s (see _OUTCOME_COLUMNS)
+    finished_at = None
+    if record is not None:
+        if record["status"] != outcome.status and outcome.status != "infra_error":
+            raise RecordError(tid, "status", f"outcome says {outcome.status!r}, its record {record['status']!r}")
+        if bool(record.get("synthetic", False)) != bool(outcome.synthetic):
+            raise RecordError(tid, "synthetic", f"outcome says {outcome.synthetic}, its record "
+                                                f"{record.get('synthetic')}")
+        attempt_id = (record.get("config") or {}).get("attempt_id")
+        if attempt_id is not None and attempt_id != tid:
+            raise RecordError(tid, "config.attempt_id", f"the record is of trial {attempt_id!r}")
+        counted = 0
+        subs = record["submissions"]
+        for s in subs:
+            v = s.get("verdict")
+            path = s.get("artifact_path")
+            kernel_sha = (names.get(path) if path else None) or s.get("kernel_sha256")
+            if s["counted"]:
+                counted += 1
+            if v is None:
+                submissions.append((tid, s["index"], 0, s["counted"], s.get("refused_reason"), kernel_sha,
+                                    s.get("kernel_bytes"), None, None, None, None, None, None, None, None,
+                                    s.get("round_trip_s"), s.get("eval_s"), s.get("queue_wait_s")))
+            else:
+                tier = v["tier"]
+                if tier not in TIERS:
+                    raise RecordError(tid, f"submissions[index={s['index']}].verdict.tier",
+                                      f"{tier!r} is not one of {TIERS}")
+                submissions.append((tid, s["index"], 0, s["counted"], s.get("refused_reason"), kernel_sha,
+                                    s.get("kernel_bytes"), tier, v["compiled"], v.get("correct"), v.get("speedup"),
+                                    v.get("kernel_ms"), v.get("eager_ms"), v.get("rejected_by"), v.get("reason"),
+                                    s.get("round_trip_s"), s.get("eval_s"), s.get("queue_wait_s")))
+        fv = record.get("final_verdict")
+        if fv is not None:
+            tier = fv["tier"]
+            if tier not in TIERS:
+                raise RecordError(tid, "final_verdict.tier", f"{tier!r} is not one of {TIERS}")
+            if final_tier is not None and final_tier != tier:
+                raise RecordError(tid, "final_tier", f"outcome says {final_tier!r}, the record's final verdict "
+                                                     f"{tier!r}")
+            final_tier = tier
+            path = record.get("final_kernel_path")
+            kernel_sha = names.get(path) if path else None
+            kernel_bytes = len(blobs[kernel_sha]) if kernel_sha else None
+            submissions.append((tid, 0, 1, None, None, kernel_sha or fv.get("source_hash"), kernel_bytes, tier,
+                                fv["compiled"], fv.get("correct"), fv.get("speedup"), fv.get("kernel_ms"),
+                                fv.get("eager_ms"), fv.get("rejected_by"), fv.get("reason"), None,
+                                record.get("final_eval_s"), None))
+        for c in record["llm_calls"]:
+            u = c.get("usage") or {}
+            usage.append((tid, c["index"], c["turn"], c.get("purpose", "turn"), c["ok"], c.get("error"),
+                          u.get("prompt_tokens", 0), u.get("completion_tokens", 0), u.get("cached_tokens", 0),
+                          u.get("latency_s", 0.0), u.get("retries", 0), u.get("cost_usd"), u.get("gpu_s")))
+        if error is None:
+            error = record.get("error")
+        finished_at = record.get("finished_at")
+        denorm = (record.get("stop_reason"), record.get("turns"), len(subs), counted, record.get("prompt_tokens"),
+                  record.get("completion_tokens"), record.get("cached_tokens"), record.get("cost_usd"),
+                  record.get("gpu_s"), record.get("wall_s"), record.get("queue_wait_s"))
+    if final_tier is not None and final_tier not in TIERS:
+        raise RecordError(tid, "final_tier", f"{final_tier!r} is not one of {TIERS}")
+    fingerprint = repr((outcome.status, outcome.attempts, final_tier, bool(outcome.synthetic), error, record_sha,
+                        skill_sha, sorted((r[1], r[2]) for r in artifact_rows)))
+    outcome_sha = _sha(fingerprint.encode())
+    trial_update = (outcome.status, outcome.attempts, final_tier, int(bool(outcome.synthetic)), error, record_sha,
+                    skill_sha, outcome_sha, finished_at or utc_now()) + denorm + (tid,)
+    return _Prepared(tid, outcome_sha, blobs, trial_update, submissions, usage, skill_row, artifact_rows, record)
+
+
+# What `_diagnose` expects of a record: field -> (accepted types, required). NUM accepts int and float.
+_NUM = (int, float)
+_NONE = type(None)
+_RECORD_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "status": ((str,), True), "stop_reason": ((str, _NONE), False), "submissions": ((list,), True),
+    "llm_calls": ((list,), True), "final_verdict": ((dict, _NONE), False), "final_kernel_path": ((str, _NONE), False),
+    "config": ((dict,), False), "turns": ((int,), False), "prompt_tokens": ((int,), False),
+    "completion_tokens": ((int,), False), "cached_tokens": ((int,), False), "cost_usd": (_NUM + (_NONE,), False),
+    "gpu_s": (_NUM + (_NONE,), False), "wall_s": (_NUM, False), "queue_wait_s": (_NUM, False),
+    "final_eval_s": (_NUM, False), "error": ((str, _NONE), False), "finished_at": ((str,), False),
+    "synthetic": ((bool,), False)}
+_SUBMISSION_FIELDS = {
+    "index": ((int,), True), "counted": ((bool,), True), "refused_reason": ((str, _NONE), False),
+    "kernel_sha256": ((str, _NONE), False), "kernel_bytes": ((int,), False), "artifact_path": ((str, _NONE), False),
+    "verdict": ((dict, _NONE), False), "round_trip_s": (_NUM, False), "eval_s": (_NUM, False),
+    "queue_wait_s": (_NUM, False)}
+_VERDICT_FIELDS = {
+    "tier": ((str,), True), "compiled": ((bool,), True), "correct": ((bool, _NONE), False),
+    "speedup": (_NUM + (_NONE,), False), "kernel_ms": (_NUM + (_NONE,), False),
+    "eager_ms": (_NUM + (_NONE,), False), "rejected_by": ((str, _NONE), False), "reason": ((str,), False),
+    "source_hash": ((str,), False)}
+_CALL_FIELDS = {
+    "index": ((int,), True), "turn": ((int,), True), "purpose": ((str,), False), "ok": ((bool,), True),
+    "error": ((str, _NONE), False), "usage": ((dict,), False)}
+_USAGE_FIELDS = {
+    "prompt_tokens": ((int,), False), "completion_tokens": ((int,), False), "cached_tokens": ((int,), False),
+    "latency_s": (_NUM, False), "retries": ((int,), False), "cost_usd": (_NUM + (_NONE,), False),
+    "gpu_s": (_NUM + (_NONE,), False)}
+
+
+def _check(tid: str, obj: Any, spec: dict[str, tuple[tuple[type, ...], bool]], where: str) -> None:
+    if not isinstance(obj, dict):
+        raise RecordError(tid, where or "record", f"must be an object, got {type(obj).__name__}")
+    for key, (types, required) in spec.items():
+        field = f"{where}.{key}" if where else key
+        if key not in obj:
+            if required:
+                raise RecordError(tid, field, "missing")
+            continue
+        value = obj[key]
+        # bool is an int subclass: a bool where a number is expected (or the reverse) is a type error too.
+        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if not ok:
+            names = "/".join("null" if t is _NONE else t.__name__ for t in types)
+            raise RecordError(tid, field, f"expected {names}, got {type(value).__name__} {value!r:.80}")
+
+
+def _diagnose(tid: str, record: dict[str, Any]) -> None:
+    """Raise a RecordError naming the first field of `record` that does not fit; return if none is found."""
+    _check(tid, record, _RECORD_FIELDS, "")
+    for i, s in enumerate(record["submissions"]):
+        where = f"submissions[{i}]"
+        _check(tid, s, _SUBMISSION_FIELDS, where)
+        if s.get("verdict") is not None:
+            _check(tid, s["verdict"], _VERDICT_FIELDS, f"{where}.verdict")
+    if record.get("final_verdict") is not None:
+        _check(tid, record["final_verdict"], _VERDICT_FIELDS, "final_verdict")
+    for i, c in enumerate(record["llm_calls"]):
+        _check(tid, c, _CALL_FIELDS, f"llm_calls[{i}]")
+        if "usage" in c:
+            _check(tid, c["usage"], _USAGE_FIELDS, f"llm_calls[{i}].usage")
