@@ -73,8 +73,9 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_endpoint, tmp_path):
     skilled = load_record(skill_dir)
     assert code == 0 and skilled.status == "completed", (skilled.stop_reason, skilled.error)
     assert skilled.config.arm == "skill" and skilled.skill_source_sha256
-    first_prompt = [json.loads(line) for line in (skill_dir / "transcript.jsonl").read_text().splitlines()]
-    assert any(skill_text.strip()[:200] in json.dumps(event) for event in first_prompt[:5]), \
+    first_events = [json.loads(line) for line in (skill_dir / "transcript.jsonl").read_text().splitlines()][:5]
+    contents = [e["content"] for e in first_events if isinstance(e.get("content"), str)]
+    assert any(skill_text.strip()[:200] in content for content in contents), \
         "the source SKILL.md is not in the skill attempt's first messages"
     print(f"\nsmollm2 endpoint up in {smollm2_endpoint['startup_s']:.0f} s; solo attempt {solo_s:.0f} s: "
           f"{solo.counted_submissions} submissions, final verdict "

@@ -263,7 +263,9 @@ def test_a_batch_failing_midway_leaves_nothing(planned) -> None:
 @pytest.mark.parametrize("mutate, field", [
     (lambda r: r.pop("submissions"), "submissions"),
     (lambda r: r["llm_calls"][2].__setitem__("ok", "yes"), "llm_calls[2].ok"),
-    (lambda r: r["submissions"][0]["verdict"].__setitem__("tier", "great"), "submissions[index=1].verdict.tier"),
+    (lambda r: r["submissions"][0]["verdict"].__setitem__("tier", "great"), "submissions[0].verdict.tier"),
+    (lambda r: r["submissions"][1].__setitem__("index", 1), "submissions[1].index"),
+    (lambda r: r["submissions"][2]["verdict"].pop("compiled"), "submissions[2].verdict.compiled"),
     (lambda r: r["config"].__setitem__("attempt_id", "someone/else"), "config.attempt_id"),
     (lambda r: r.__setitem__("status", "skipped"), "status"),
     (lambda r: r["llm_calls"][0]["usage"].__setitem__("prompt_tokens", [1]), "llm_calls[0].usage.prompt_tokens"),

@@ -620,6 +620,9 @@ def _prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> _Prepared:
                                             f"synthetic={run_synthetic}; synthetic and measured data never mix")
     if not isinstance(outcome.attempts, int) or outcome.attempts < 1:
         raise RecordError(tid, "attempts", f"must be a positive int, got {outcome.attempts!r}")
+    if not isinstance(outcome.artifacts, dict):
+        raise RecordError(tid, "artifacts", f"must be a dict of name -> bytes, got "
+                                            f"{type(outcome.artifacts).__name__}")
     blobs: dict[str, bytes] = {}
     names: dict[str, str] = {}
     artifact_rows = []
@@ -686,7 +689,12 @@ def _rows(outcome: TrialOutcome, record: Optional[dict[str, Any]], names: dict[s
             raise RecordError(tid, "config.attempt_id", f"the record is of trial {attempt_id!r}")
         counted = 0
         subs = record["submissions"]
-        for s in subs:
+        seen_index: set[int] = set()
+        for i, s in enumerate(subs):
+            index = s["index"]
+            if index in seen_index or not isinstance(index, int) or index < 1:
+                raise RecordError(tid, f"submissions[{i}].index", f"{index!r}: indexes are unique and 1-based")
+            seen_index.add(index)
             v = s.get("verdict")
             path = s.get("artifact_path")
             kernel_sha = (names.get(path) if path else None) or s.get("kernel_sha256")
@@ -699,7 +707,7 @@ def _rows(outcome: TrialOutcome, record: Optional[dict[str, Any]], names: dict[s
             else:
                 tier = v["tier"]
                 if tier not in TIERS:
-                    raise RecordError(tid, f"submissions[index={s['index']}].verdict.tier",
+                    raise RecordError(tid, f"submissions[{i}].verdict.tier",
                                       f"{tier!r} is not one of {TIERS}")
                 submissions.append((tid, s["index"], 0, s["counted"], s.get("refused_reason"), kernel_sha,
                                     s.get("kernel_bytes"), tier, v["compiled"], v.get("correct"), v.get("speedup"),
@@ -721,7 +729,11 @@ def _rows(outcome: TrialOutcome, record: Optional[dict[str, Any]], names: dict[s
                                 fv["compiled"], fv.get("correct"), fv.get("speedup"), fv.get("kernel_ms"),
                                 fv.get("eager_ms"), fv.get("rejected_by"), fv.get("reason"), None,
                                 record.get("final_eval_s"), None))
-        for c in record["llm_calls"]:
+        seen_index = set()
+        for i, c in enumerate(record["llm_calls"]):
+            if c["index"] in seen_index:
+                raise RecordError(tid, f"llm_calls[{i}].index", f"{c['index']!r} appears twice")
+            seen_index.add(c["index"])
             u = c.get("usage") or {}
             usage.append((tid, c["index"], c["turn"], c.get("purpose", "turn"), c["ok"], c.get("error"),
                           u.get("prompt_tokens", 0), u.get("completion_tokens", 0), u.get("cached_tokens", 0),

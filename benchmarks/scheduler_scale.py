@@ -1,0 +1,152 @@
+"""How does the campaign machinery scale? Runs the synthetic scale campaign (experiments/scale-synthetic.yaml:
+6 models × 74 synthetic problems × 2 directions × 100 hops = 88,800 attempts) through real Ray and the real
+SQLite store, and the same campaign cut to 10 hops (8,880 attempts), side by side in one run, printing:
+
+    total wall time, overhead per attempt (wall / attempts — synthetic attempts are ~0.25 ms of draws, so nearly
+    all of it is planning, dispatch, Ray, the store and artifact files), the draw cost alone, driver peak RSS,
+    Ray workers' peak RSS, and the ratios between the two sizes (how cost grows with N).
+
+    python benchmarks/scheduler_scale.py                   # both sizes (~a few minutes on 2 cores)
+    python benchmarks/scheduler_scale.py --hops 10         # only the small one
+Everything here is SYNTHETIC: draws, not measurements of kernels or models.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Measurement:
+    attempts: int
+    plan_s: float
+    run_s: float
+    draw_s_per_attempt: float
+    driver_peak_mb: float
+    workers_peak_mb: float
+    store_mb: float
+
+    @property
+    def overhead_ms(self) -> float:
+        return (self.plan_s + self.run_s) / self.attempts * 1e3 - self.draw_s_per_attempt * 1e3
+
+
+class _PeakSampler:
+    """Samples the driver's RSS and the summed RSS of its descendants (the local Ray) every 0.2 s."""
+
+    def __init__(self) -> None:
+        self.driver_mb = self.workers_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            self.driver_mb = max(self.driver_mb, me.memory_info().rss / 2**20)
+            workers = 0.0
+            # Ray's processes for this driver (gcs, raylet, workers) are its descendants: other Rays don't count.
+            for proc in me.children(recursive=True):
+                try:
+                    workers += proc.memory_info().rss / 2**20
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            self.workers_mb = max(self.workers_mb, workers)
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> "_PeakSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _draw_cost(config, plan, samples: int = 300) -> float:
+    """Seconds per synthetic_outcome, measured alone in this process (hop-0 and later hops mixed)."""
+    from mkb_ray.synthetic import synthetic_outcome
+
+    trials = plan.trials[:samples]
+    skills: dict[str, str] = {}
+    began = time.perf_counter()
+    for trial in trials:
+        outcome = synthetic_outcome(trial, skills.get(trial.skill_from or "", None), config.synthetic)
+        skills[trial.trial_id] = outcome.skill_md or ""
+    return (time.perf_counter() - began) / len(trials)
+
+
+def measure(hops: int, work: Path) -> Measurement:
+    from mkb_ray.campaign.config import load_experiment
+    from mkb_ray.campaign.plan import plan_campaign
+    from mkb_ray.campaign.runner import TrialContext
+    from mkb_ray.campaign.scheduler import Scheduler
+    from mkb_ray.models.roster import load_roster
+    from mkb_ray.store.sqlite_store import RunStore
+
+    config = load_experiment(REPO / "experiments" / "scale-synthetic.yaml")
+    config = config.model_copy(update={"chains": config.chains.model_copy(update={"hops": hops})})
+    roster = load_roster()
+    run_dir = work / f"hops{hops}"
+    with _PeakSampler() as sampler:
+        began = time.perf_counter()
+        plan = plan_campaign(config, None, roster, has_gpu=False)
+        ctx = TrialContext(budget_json=config.budget.model_dump_json(), agent="chat",
+                           synthetic_json=config.synthetic.model_dump_json())
+        with RunStore(run_dir) as store:
+            store.record_plan(plan.trials)
+            plan_s = time.perf_counter() - began
+            began = time.perf_counter()
+            scheduler = Scheduler(plan, store, {m: ctx for m in config.models}, {}, {})
+            result = scheduler.run()
+            run_s = time.perf_counter() - began
+            assert result.written == len(plan), (result.written, len(plan))
+            assert store.status_counts().get("planned", 0) == 0
+    store_mb = sum(f.stat().st_size for f in run_dir.rglob("*") if f.is_file()) / 2**20
+    draw_s = _draw_cost(config, plan)
+    return Measurement(len(plan), plan_s, run_s, draw_s, sampler.driver_mb, sampler.workers_mb, store_mb)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hops", type=int, nargs="+", default=[10, 100], help="chain lengths to measure")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+    args = parser.parse_args()
+
+    from mkb_ray.models.local_ray import init_local_ray
+
+    init_local_ray(num_cpus=2)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="mkb-scale-"))
+    rows = []
+    try:
+        for hops in args.hops:
+            m = measure(hops, work)
+            rows.append(m)
+            print(f"SYNTHETIC {m.attempts:>6} attempts: plan {m.plan_s:6.1f} s, run {m.run_s:7.1f} s, "
+                  f"overhead {m.overhead_ms:5.2f} ms/attempt (+ {m.draw_s_per_attempt * 1e3:.2f} ms of draws), "
+                  f"driver peak {m.driver_peak_mb:6.0f} MB, Ray processes peak {m.workers_peak_mb:6.0f} MB, "
+                  f"store {m.store_mb:6.0f} MB", flush=True)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    if len(rows) >= 2:
+        small, large = rows[0], rows[-1]
+        n = large.attempts / small.attempts
+        print(f"ratios {large.attempts} / {small.attempts} attempts (x{n:.0f}): wall x{(large.plan_s + large.run_s) / (small.plan_s + small.run_s):.1f}, "
+              f"overhead per attempt x{large.overhead_ms / small.overhead_ms:.2f}, driver peak RSS "
+              f"x{large.driver_peak_mb / small.driver_peak_mb:.2f}, Ray processes peak RSS "
+              f"x{large.workers_peak_mb / small.workers_peak_mb:.2f}")
+    print(f"driver ru_maxrss {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
