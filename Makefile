@@ -3,7 +3,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.mkb-installed
 
-.PHONY: run test install
+.PHONY: run test install validate
 
 $(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -15,8 +15,13 @@ $(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 
 install: $(STAMP)
 
-# The main job on the embedded default (this machine's CPU): judge the whole shipped suite.
+# The main job on the embedded default: the quickstart campaign (SmolLM2 on vLLM CPU, 2 problems, the four
+# benchmark arms and one 3-hop chain) on a local Ray; rerunning resumes it.
 run: install
+	$(VENV)/bin/mkb run experiments/quickstart.yaml
+
+# Judge every shipped solution on this machine's CPU (the judge's own self-check).
+validate: install
 	$(VENV)/bin/mkb problems validate --device cpu
 
 test: install

@@ -68,7 +68,7 @@ def git_commit() -> Optional[str]:
 
 
 def _problem_hash(problem: Problem) -> str:
-    from .judge_worker.problem_loader import problem_hash  # stdlib-only module, shared with the judging worker
+    from .judge_worker.problem_hash import problem_hash  # stdlib-only, shared with the judging worker
 
     return problem_hash(problem.path)
 

@@ -101,6 +101,32 @@ def test_kill_9_of_the_driver_then_rerun_neither_duplicates_nor_loses_a_trial(re
     assert _rows(run_dir, "SELECT count(*) FROM trials WHERE synthetic = 1") == [(total,)]
 
 
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(reference_run, tmp_path):
+    config, reference_dir = reference_run
+    run_dir = tmp_path / "run"
+    driver = subprocess.Popen([*MKB, "run", str(config), "--run-dir", str(run_dir), "--no-progress"], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while _done_count(run_dir) < 100 and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert driver.poll() is None, "the campaign finished before Ctrl-C: make it longer"
+        driver.send_signal(signal.SIGINT)  # what Ctrl-C sends the driver
+        output, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+    assert driver.returncode == 130, output[-3000:]
+    assert "interrupted" in output and "run the same command again" in output
+    assert _rows(run_dir, "SELECT count(*) FROM events WHERE kind = 'interrupted'") == [(1,)]
+    stopped_at = _done_count(run_dir)
+    result = _run(config, run_dir)
+    assert result.returncode == 0 and f"{stopped_at} already stored" in result.stdout
+    query = "SELECT trial_id, status, final_tier, skill_sha FROM trials ORDER BY trial_id"
+    assert _rows(run_dir, query) == _rows(reference_dir, query)
+
+
 def test_rerun_of_a_finished_campaign_runs_nothing(reference_run):
     config, run_dir = reference_run
     result = _run(config, run_dir)

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from mkb_ray.campaign.config import ExperimentConfig, load_experiment
-from mkb_ray.campaign.plan import Plan, estimate, file_problem_hash, find_stale, plan_campaign
+from mkb_ray.campaign.plan import Plan, estimate, find_stale, plan_campaign
 from mkb_ray.campaign.plan_cli import add_plan_arguments, plan_from_args
 from mkb_ray.campaign.trial import Trial
 from mkb_ray.models.roster import load_roster
@@ -161,11 +161,13 @@ def test_trial_hashes_and_find_stale(problems, roster):
     stored[h0] = (stored[h0][0], "0" * 64, stored[h0][2])
     assert find_stale(plan, stored) == [h0]
     assert find_stale(plan, stored, include_dependants=True) == [h0, f"smollm2/{RMS}/chain0/h1"]
-    # The problem hash is the judge's.
+    # The problem hash is the judge's (problem_loader re-exports the torch-free problem_hash module's).
+    from mkb_ray.judge_worker import problem_hash as hash_module
     from mkb_ray.judge_worker.problem_loader import problem_hash
 
     path = REPO / "problems" / f"{RMS}.py"
-    assert file_problem_hash(path) == problem_hash(path) == plan.by_id(h0).problem_hash
+    assert problem_hash is hash_module.problem_hash
+    assert problem_hash(path) == plan.by_id(h0).problem_hash
 
 
 def test_estimate_is_positive_and_says_so(roster):

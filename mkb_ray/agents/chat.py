@@ -23,9 +23,6 @@ KERNEL_TAGS = ("python", "py", "python3")
 SKILL_TAGS = ("skill", "skill.md")
 # The closing turn also accepts these, since small models label markdown as markdown.
 LOOSE_SKILL_TAGS = SKILL_TAGS + ("markdown", "md")
-# The wall time held back for the closing SKILL.md turn: 10 % of the budget, at most 5 minutes.
-SKILL_RESERVE_FRACTION = 0.1
-SKILL_RESERVE_MAX_S = 300.0
 
 _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*$")
 
@@ -168,11 +165,10 @@ class ChatAgent:
         self.messages = [{"role": "system", "content": system}, {"role": "user", "content": ctx.task.text}]
         ctx.transcript.message("system", system)
         ctx.transcript.message("user", ctx.task.text)
-        reserve_s = min(SKILL_RESERVE_MAX_S, SKILL_RESERVE_FRACTION * budget.spec.wall_clock_s)
         stop: Optional[str] = None
         last_turn = False
         while stop is None:
-            stop = budget.stop_reason(reserve_s)
+            stop = budget.stop_reason(ctx.skill_reserve_s())
             if stop is not None:
                 break
             turn = budget.start_turn()

@@ -217,6 +217,11 @@ def format_report(record: SubmissionRecord, budget: Budget) -> str:
     return "\n".join(lines)
 
 
+# The closing SKILL.md turn's share of the wall clock (see AttemptContext.skill_reserve_s).
+SKILL_RESERVE_FRACTION = 0.1
+SKILL_RESERVE_MAX_S = 300.0
+
+
 class AttemptContext:
     """The runtime of one attempt, shared by the attempt runner and the agent it runs."""
 
@@ -232,6 +237,14 @@ class AttemptContext:
         self.llm_calls: list[LLMCallRecord] = []
         self.submissions: list[SubmissionRecord] = []
         (out_dir / "submissions").mkdir(parents=True, exist_ok=True)
+
+    def skill_reserve_s(self) -> float:
+        """Wall time to hold back for the closing SKILL.md turn: a tenth of the budget (at most 5 min), or — when
+        this attempt's calls have been slower (a loaded CPU server) — 1.25 x its slowest successful call, so the
+        skill can still be asked for; never more than half the budget."""
+        wall_s = self.budget.spec.wall_clock_s
+        slowest = max((c.usage.latency_s for c in self.llm_calls if c.ok), default=0.0)
+        return min(0.5 * wall_s, max(min(SKILL_RESERVE_MAX_S, SKILL_RESERVE_FRACTION * wall_s), 1.25 * slowest))
 
     # -- the model ---------------------------------------------------------------------------------------------
     async def complete(self, messages: list[dict[str, Any]], *, turn: int, purpose: str = "turn",

@@ -27,7 +27,7 @@ def load_template(name: str) -> str:
     return (TEMPLATES_DIR / name).read_text(encoding="utf-8")
 
 
-def render(name: str, **values: object) -> str:
+def render(name: str, /, **values: object) -> str:
     """templates/<name> with its $placeholders filled; a missing value is an error (KeyError names it)."""
     return Template(load_template(name)).substitute({k: str(v) for k, v in values.items()}).strip()
 
@@ -40,7 +40,7 @@ def load_sections(name: str) -> dict[str, str]:
     return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
 
 
-def render_section(name: str, section: str, **values: object) -> str:
+def render_section(name: str, section: str, /, **values: object) -> str:
     return Template(load_sections(name)[section]).substitute({k: str(v) for k, v in values.items()})
 
 

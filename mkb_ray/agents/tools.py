@@ -4,102 +4,29 @@ makes, and every text the model reads about them.
 A call is checked before anything runs: unknown tool, arguments that are not a JSON object, missing or mistyped
 arguments each give a `ToolCallProblem` whose message tells the model what to send instead.
 
-The model-facing texts are in `WORKSPACE_MESSAGES` in the `<!-- name -->` section format of
-mkb_ray/agents/templates/ (and `$name` placeholders), ready to move into that directory so that `template_hash()`
-covers them too.
+The model-facing texts are in mkb_ray/agents/templates/workspace_messages.md (`<!-- name -->` sections with
+`$name` placeholders), so `template_hash()`, stamped on every record, covers them.
 """
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from string import Template
 from typing import Any, Optional, Union
 
 from ..llm.client import ToolCall
 from .context import clean_text
 from .sandbox import SandboxResult
+from .skill import render_section
 
 TOOL_NAMES = ("shell", "write_file", "submit", "finish")
 # A command travels as one argv string (Linux caps one at 128 KiB); long content belongs in write_file.
 MAX_COMMAND_CHARS = 100_000
 
-WORKSPACE_MESSAGES = """\
-<!-- protocol -->
-## How you work
-You work in a directory, /workspace, through tool calls. It holds:
-- TASK.md: this task statement;
-- $reference_filename: the reference implementation;
-- CONTRACT.md: the grading contract;
-- docs/$docs_filename: the $dsl_name documentation;
-- kernel.py: your kernel, empty at the start. `submit` judges this file, and the kernel.py on disk when the
-  attempt ends is graded once more: that verdict is the result of the attempt;
-- SKILL.md: your SKILL.md (instructions above), read from disk when the attempt ends.$source_skill_note
-
-Tools:
-- shell(command): runs `command` with bash in /workspace and returns its exit code and output. Every call starts
-  a fresh shell (cd and variables do not carry over; background processes end with the call). There is no network
-  and no GPU; python has torch, numpy and the DSL installed. $run_note Each command may run $timeout_s s; long
-  output is cut to its beginning and end.
-- write_file(path, content): writes a whole file in the workspace (for example kernel.py or SKILL.md).
-- submit(): judges kernel.py now and returns the verdict.
-- finish(): ends the attempt. Call it when you are done.
-Act through tool calls in every reply; text without a tool call does nothing.
-<!-- source_skill_note -->
-
-SOURCE_SKILL.md holds the SKILL.md handed over from the earlier attempt (also shown above); your own SKILL.md
-starts empty.
-<!-- run_cpu -->
-You can compile your kernel and run it on CPU tensors at the small test shapes before you submit.
-<!-- run_gpu -->
-You can compile your kernel here (with CPU tensors standing in for GPU ones) but not run it: only the judge runs
-GPU kernels.
-<!-- no_tool_call -->
-Your reply made no tool call, so nothing happened (this turn still counted). Act through the tools: shell,
-write_file, submit, finish.
-<!-- bad_json -->
-The arguments of $tool are not a valid JSON object ($error); nothing was run. Send them like $example.
-<!-- bad_args -->
-$tool: $error; nothing was run. Send the arguments like $example.
-<!-- unknown_tool -->
-There is no tool called '$name'; nothing was run. The tools are shell, write_file, submit and finish.
-<!-- too_many_calls -->
-Not run: at most $limit tool calls are carried out per reply.
-<!-- after_finish -->
-Not run: finish was called earlier in this reply.
-<!-- write_too_big -->
-Nothing was written: the content is $chars characters, over write_file's limit of $limit.
-<!-- written -->
-Wrote $bytes bytes to $path.
-<!-- write_failed -->
-Could not write $path: $error
-<!-- kernel_unreadable -->
-Nothing was submitted and nothing counted: $error. kernel.py must be a plain file (not a link) in /workspace.
-<!-- last_submission -->
-That was your last judged submission. You have $grace more turn(s) to leave your final kernel.py (graded once
-more at the end: the result of this attempt) and to update SKILL.md; then call finish.
-<!-- finished -->
-Finished. The kernel.py on disk is graded once more now.
-<!-- final_skill -->
-The attempt is over ($why) and SKILL.md is still empty. Write it now, following the SKILL.md instructions in
-TASK.md: call write_file with path SKILL.md, or reply with the whole SKILL.md in one fenced block that starts with
-```skill and ends with ```. No kernel code.
-"""
-
-_SECTION = re.compile(r"^<!-- ([a-z_]+) -->\n", re.MULTILINE)
-
-
-def _sections(text: str) -> dict[str, str]:
-    parts = _SECTION.split(text)
-    return {parts[i]: parts[i + 1].rstrip("\n") for i in range(1, len(parts) - 1, 2)}
-
-
-_MESSAGES = _sections(WORKSPACE_MESSAGES)
-
+MESSAGES = "workspace_messages.md"  # in mkb_ray/agents/templates/, so template_hash() covers them
 
 def say(section: str, **values: object) -> str:
     """One model-facing message with its $placeholders filled (a missing value raises KeyError)."""
-    return Template(_MESSAGES[section]).substitute({k: str(v) for k, v in values.items()}).strip("\n")
+    return render_section(MESSAGES, section, **values).strip("\n")
 
 
 def tool_schemas(shell_timeout_s: float) -> list[dict[str, Any]]:

@@ -36,8 +36,6 @@ MAX_CALLS_PER_REPLY = 8
 # Turns the model keeps after its last judged submission, to leave kernel.py and SKILL.md in order.
 GRACE_TURNS = 3
 # The wall time held back for the closing SKILL.md turn: 10 % of the budget, at most 5 minutes (as the chat agent).
-SKILL_RESERVE_FRACTION = 0.1
-SKILL_RESERVE_MAX_S = 300.0
 # How the protocol names each DSL's docs (the task statement's own heading uses mkb_ray.attempt.DSL_NAMES).
 DSL_DOC_NAMES = {"tirx": "TIRx", "cutedsl": "CuTe DSL"}
 # Host-side read cap for kernel.py. Up to it, an oversized kernel is refused with its exact size; beyond it the
@@ -105,10 +103,9 @@ class WorkspaceAgent:
         ctx.transcript.message("system", system)
         ctx.transcript.message("user", task_text)
         tools = tool_schemas(self.policy.limits.wall_timeout_s)
-        reserve_s = min(SKILL_RESERVE_MAX_S, SKILL_RESERVE_FRACTION * budget.spec.wall_clock_s)
         stop: Optional[str] = None
         while stop is None:
-            stop = budget.stop_reason(reserve_s)
+            stop = budget.stop_reason(ctx.skill_reserve_s())
             if stop is not None:
                 break
             turn = budget.start_turn()

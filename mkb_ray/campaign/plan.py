@@ -19,9 +19,9 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, AbstractSet, Iterable, Iterator, Mapping, Optional, Sequence
 
+from ..judge_worker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
 from .config import BENCHMARK_ARMS, ExperimentConfig, check_references, model_concurrency, resolve_agent, \
     resolve_target
 from .trial import Trial
@@ -165,16 +165,6 @@ def trial_config_hash(spec: "ModelSpec", budget: "BudgetSpec", agent: str, targe
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def file_problem_hash(problem_path: Path) -> str:
-    """sha256 over the problem file and its sidecar — the judge's `problem_loader.problem_hash`, restated here
-    because that module imports torch (1 s) and planning must not (a test keeps the two equal)."""
-    digest = hashlib.sha256(problem_path.read_bytes())
-    side = problem_path.with_suffix(".toml")
-    if side.exists():
-        digest.update(side.read_bytes())
-    return digest.hexdigest()
-
-
 def synthetic_problem_hash(problem_id: str) -> str:
     return hashlib.sha256(problem_id.encode()).hexdigest()
 
@@ -188,7 +178,7 @@ def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roste
 
     selection = check_references(config, roster, problems)
     template = template_hash()
-    problem_hashes = {pid: (file_problem_hash(selection.paths[pid]) if pid in selection.paths
+    problem_hashes = {pid: (problem_hash(selection.paths[pid]) if pid in selection.paths
                             else synthetic_problem_hash(pid)) for pid in selection.campaign}
     targets = {dsl: resolve_target(dsl, config, has_gpu) for dsl in ("cutedsl", "tirx")}
     trials: list[Trial] = []

@@ -156,6 +156,7 @@ class _progress_display:
         self._progress: Any = None
         self._task: Any = None
         self._last_line = 0.0
+        self._last_done = -1
 
     def __enter__(self) -> Any:
         if not self.plain:
@@ -173,8 +174,10 @@ class _progress_display:
                 f"tokens {p.tokens:,}, ETA {_duration(eta)}")
         if self._progress is not None:
             self._progress.update(self._task, total=p.total, completed=p.done_before + p.done, line=line)
-        elif time.monotonic() - self._last_line >= 10.0 or (p.running == 0 and p.queued == 0):
-            self._last_line = time.monotonic()
+        elif (p.done != self._last_done and time.monotonic() - self._last_line >= 5.0) \
+                or time.monotonic() - self._last_line >= 60.0 or (p.running == 0 and p.queued == 0):
+            # A line when trials finish (at most every 5 s), else a heartbeat a minute.
+            self._last_line, self._last_done = time.monotonic(), p.done
             self.console.print(f"trials {p.done_before + p.done}/{p.total}: {line}")
 
     def __exit__(self, *exc: object) -> None:

@@ -15,9 +15,9 @@ the server and re-runs the trial (bounded the same way); evaluator actors restar
 """
 from __future__ import annotations
 
+import heapq
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional
 
@@ -80,16 +80,22 @@ class Scheduler:
     def __init__(self, plan: Plan, store: Any, contexts: dict[str, TrialContext], concurrency: dict[str, int],
                  specs: dict[str, Any], services: Any = None, evaluator: Any = None,
                  settings: SchedulerSettings = SchedulerSettings(),
-                 on_progress: Optional[Callable[[Progress], None]] = None) -> None:
+                 on_progress: Optional[Callable[[Progress], None]] = None,
+                 task: Optional[Callable[..., list[TrialOutcome]]] = None) -> None:
         self.plan, self.store, self.contexts = plan, store, contexts
         self.concurrency, self.specs, self.services, self.evaluator = concurrency, specs, services, evaluator
         self.settings = settings
         self.on_progress = on_progress
+        self.task = task or _execute_batch  # the Ray task body; tests inject faults through it
         self.synthetic = plan.synthetic
         self._skills: dict[str, str] = {}      # SKILL.md of written trials whose dependants are not dispatched
         self._attempts: dict[str, int] = {}
         self._buffer: list[TrialOutcome] = []
-        self._queues: dict[str, deque[Trial]] = {}
+        # Per model, ready trials by priority: the longest chain of work still hanging off a trial first (so a
+        # 100-hop chain's next hop never waits behind one-off solo trials), then plan order.
+        self._queues: dict[str, list[tuple[int, int, Trial]]] = {}
+        self._order = {t.trial_id: i for i, t in enumerate(plan.trials)}
+        self._tail = _tail_lengths(plan)
         self._running: dict[str, int] = {}
         self._flights: dict[Any, _Flight] = {}
         self._paused: set[str] = set()
@@ -97,7 +103,8 @@ class Scheduler:
     # -- dispatch ------------------------------------------------------------------------------------------------
     def _enqueue(self, trials: list[Trial]) -> None:
         for trial in trials:
-            self._queues.setdefault(trial.model, deque()).append(trial)
+            heapq.heappush(self._queues.setdefault(trial.model, []),
+                           (-self._tail[trial.trial_id], self._order[trial.trial_id], trial))
 
     def _source_skill(self, trial: Trial) -> Optional[str]:
         if trial.skill_from is None:
@@ -114,7 +121,7 @@ class Scheduler:
             limit = self.settings.synthetic_inflight if self.synthetic else self.concurrency.get(model, 1)
             while queue and self._running.get(model, 0) < limit:
                 size = min(self.settings.synthetic_batch, len(queue)) if self.synthetic else 1
-                batch = [queue.popleft() for _ in range(size)]
+                batch = [heapq.heappop(queue)[2] for _ in range(size)]
                 skills = [self._source_skill(t) for t in batch]
                 ctx = self.contexts[model]
                 spec = self.specs.get(model)
@@ -146,7 +153,7 @@ class Scheduler:
 
     def _model_went_down(self, trial: Trial, outcome: TrialOutcome) -> bool:
         """An attempt that failed on its model while the model's server is down is not the model's result."""
-        if outcome.status != "error" or self.services is None or self.synthetic:
+        if outcome.status != "error" or self.services is None:
             return False
         if not self.services.healthy(trial.model):
             self.store.log_event("server_down", trial.trial_id, model=trial.model)
@@ -195,7 +202,7 @@ class Scheduler:
                 self._enqueue(dependants)
         # Sources whose dependants have all been dispatched need no cached text any more.
         if len(self._skills) > 4096:
-            queued = {t.skill_from for q in self._queues.values() for t in q if t.skill_from}
+            queued = {t.skill_from for q in self._queues.values() for _, _, t in q if t.skill_from}
             self._skills = {k: v for k, v in self._skills.items() if k in queued}
 
     def _resume_paused(self) -> None:
@@ -219,7 +226,7 @@ class Scheduler:
         done = self.store.done_ids()
         progress = Progress(total=len(self.plan), done_before=sum(1 for t in self.plan if t.trial_id in done))
         self._enqueue(self.plan.ready(done))
-        remote = ray.remote(num_cpus=1 if self.synthetic else 0, max_retries=0)(_execute_batch)
+        remote = ray.remote(num_cpus=1 if self.synthetic else 0, max_retries=0)(self.task)
         last_flush = time.monotonic()
         last_report = 0.0
         interrupted = False
@@ -262,6 +269,14 @@ class Scheduler:
         if self.on_progress is not None:
             self.on_progress(progress)
         return RunResult(written=progress.done, interrupted=interrupted, progress=progress)
+
+
+def _tail_lengths(plan: Plan) -> dict[str, int]:
+    """Per trial, the number of trials on the longest dependency path that starts at it (itself included)."""
+    tail: dict[str, int] = {}
+    for trial in reversed(plan.trials):  # dependency order reversed: dependants come first
+        tail[trial.trial_id] = 1 + max((tail[d.trial_id] for d in plan.dependants(trial.trial_id)), default=0)
+    return tail
 
 
 def _execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext, spec: Any,

@@ -18,7 +18,7 @@ class RunSummary:
     trials: int = 0
     statuses: Counter = field(default_factory=Counter)
     tiers: dict[tuple[str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
-    skills_written: int = 0
+    skills_written: int = 0          # trials that left a non-empty SKILL.md
     synthetic: int = 0
     targets: Counter = field(default_factory=Counter)
 
@@ -41,13 +41,14 @@ def _decade(hop: int) -> str:
 
 def summarise(store: Any) -> RunSummary:
     summary = RunSummary()
+    skill_bytes = store.skill_sizes()
     for row in store.trial_rows():
         summary.trials += 1
         summary.statuses[row.status] += 1
         if row.status == "planned":
             continue
         summary.tiers[(row.model, group_of(row))][row.final_tier or "none"] += 1
-        summary.skills_written += 1 if row.skill_sha else 0
+        summary.skills_written += 1 if skill_bytes.get(row.trial_id, 0) > 0 else 0
         summary.synthetic += 1 if row.synthetic else 0
         summary.targets[(row.dsl, "synthetic" if row.synthetic else row.target)] += 1
     return summary
@@ -80,7 +81,7 @@ def print_summary(summary: RunSummary, run_dir: Any, has_gpu: bool, console: Any
         table.add_row(model, group, *(str(tiers.get(t, 0)) for t in TIER_COLUMNS))
     console.print(table)
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
-    console.print(f"{summary.trials} trials: {statuses}; SKILL.md written by {summary.skills_written}"
+    console.print(f"{summary.trials} trials: {statuses}; a non-empty SKILL.md written by {summary.skills_written}"
                   + (f"; {summary.synthetic} synthetic" if summary.synthetic else ""))
     for note in target_notes(summary, has_gpu):
         console.print(f"  {note}")

@@ -5,7 +5,6 @@ its own typed model (`mkb_ray.problems`) before a request is ever sent.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import sys
 import tomllib
@@ -15,6 +14,8 @@ from types import ModuleType
 from typing import Any, Callable
 
 from .correctness import Tolerance
+# problem_hash lives in a torch-free module (the planner imports it); callers may import it from here too.
+from .problem_hash import problem_hash, sidecar_path
 
 
 @dataclass
@@ -39,19 +40,6 @@ class LoadedProblem:
     @property
     def make_inputs(self) -> Callable[[], list[Any]]:
         return self.module.make_inputs
-
-
-def sidecar_path(problem_path: Path) -> Path:
-    return problem_path.with_suffix(".toml")
-
-
-def problem_hash(problem_path: Path) -> str:
-    """sha256 over the problem file and its sidecar: what a verdict was judged against."""
-    digest = hashlib.sha256(problem_path.read_bytes())
-    side = sidecar_path(problem_path)
-    if side.exists():
-        digest.update(side.read_bytes())
-    return digest.hexdigest()
 
 
 def _import_path(path: Path, module_name: str) -> ModuleType:

@@ -1,0 +1,168 @@
+"""The scheduler's fault handling, on a real local Ray with the real store: crashing trial tasks are retried and
+then stored as infra_error; an attempt that failed while its model server was down pauses the model, restarts
+the server and runs again; dependants start only once their source is written.
+
+The trial task is injected (the scheduler's `task` seam) so that faults happen at exactly the chosen trial and
+attempt; outcomes are real synthetic draws. The real model-server restart is tested in test_model_restart.py."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mkb_ray.campaign.plan import Plan
+from mkb_ray.campaign.runner import TrialContext
+from mkb_ray.campaign.scheduler import Scheduler, SchedulerSettings
+from mkb_ray.campaign.trial import Trial
+from mkb_ray.store.sqlite_store import RunStore
+from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
+
+MODEL = "m"
+
+
+def _chain(problem: str, hops: int) -> list[Trial]:
+    trials = []
+    for hop in range(hops):
+        tid = f"{MODEL}/{problem}/chain0/h{hop}"
+        trials.append(Trial(trial_id=tid, model=MODEL, problem_id=problem, dsl="tirx" if hop % 2 else "cutedsl",
+                            target="gpu", arm="skill" if hop else "solo", kind="chain_hop", chain=0, hop=hop,
+                            skill_from=trials[-1].trial_id if hop else None, config_hash="c", problem_hash="p",
+                            template_hash="t"))
+    return trials
+
+
+def _task_failing(marks: Path, failures: dict[str, int], error_status: bool = False):
+    """A trial task whose trials in `failures` fail that many times first: by raising (a crashed task), or, with
+    `error_status`, by ending as an attempt error (what a dead model server produces)."""
+    # Everything the task uses is defined here or importable from mkb_ray: Ray workers cannot import this module.
+    def attempt_number(trial_id: str) -> int:
+        """How many times this trial's task has run (across Ray worker processes), this run included."""
+        path = marks / trial_id.replace("/", "_")
+        count = int(path.read_text()) + 1 if path.exists() else 1
+        path.write_text(str(count))
+        return count
+
+    def task(trials, skills, ctx, spec, api_base, evaluator):
+        outcomes = []
+        for trial, skill in zip(trials, skills):
+            n = attempt_number(trial.trial_id)
+            fail = n <= failures.get(trial.trial_id, 0)
+            if fail and not error_status:
+                raise RuntimeError(f"worker died running {trial.trial_id}")
+            # An attempt error is drawn as synthetic mode draws one: the model endpoint failing (llm_error).
+            spec = SyntheticSpec(llm_error_prob=1.0) if fail else SyntheticSpec()
+            outcomes.append(synthetic_outcome(trial, skill, spec))
+        return outcomes
+    return task
+
+
+def _scheduler(plan: Plan, store: RunStore, task, services=None, retries: int = 2) -> Scheduler:
+    ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json())
+    return Scheduler(plan, store, {MODEL: ctx}, {MODEL: 2}, {}, services=services,
+                     settings=SchedulerSettings(max_trial_retries=retries, synthetic_batch=1), task=task)
+
+
+def test_a_crashing_trial_is_retried_then_stored_as_infra_error(tmp_path, local_ray):
+    trials = _chain("synthetic/attention_0", 3) + _chain("synthetic/moe_0", 2)
+    plan = Plan(trials, synthetic=True)
+    flaky, broken = trials[1].trial_id, trials[3].trial_id
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        result = _scheduler(plan, store, _task_failing(marks, {flaky: 2, broken: 99})).run()
+        rows = {r.trial_id: r for r in store.trial_rows()}
+        retries = [e.trial_id for e in store.events("retry")]
+        infra = [e.trial_id for e in store.events("infra_error")]
+    assert result.written == len(trials) and not result.interrupted
+    assert rows[flaky].status == "completed" and rows[flaky].attempts == 3, (rows[flaky].error, rows[flaky].attempts)
+    assert rows[broken].status == "infra_error" and rows[broken].attempts == 3 and "worker died" in rows[broken].error
+    assert retries.count(flaky) == 2 and retries.count(broken) == 2 and infra == [broken]
+    # The hop after the broken one still ran: with no SKILL.md to read, it is skipped, not lost.
+    assert rows[trials[4].trial_id].status == "skipped"
+    assert all(rows[t.trial_id].status == "completed" for t in trials[:3])
+
+
+class _FlakyServices:
+    """Stands in for ModelServices: the model's server is down until restarted once."""
+
+    def __init__(self) -> None:
+        self.down = True
+        self.restarts = 0
+
+    def api_base(self, name: str) -> str:
+        return "http://127.0.0.1:9/v1"
+
+    def healthy(self, name: str) -> bool:
+        return not self.down
+
+    def restart(self, name: str) -> str:
+        self.restarts += 1
+        self.down = False
+        return self.api_base(name)
+
+
+def test_an_attempt_failed_by_a_dead_model_server_pauses_restarts_and_reruns(tmp_path, local_ray):
+    trials = _chain("synthetic/mlp_norm_0", 3)
+    plan = Plan(trials, synthetic=True)
+    victim = trials[1].trial_id
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    services = _FlakyServices()
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        task = _task_failing(marks, {victim: 1}, error_status=True)
+        result = _scheduler(plan, store, task, services=services).run()
+        rows = {r.trial_id: r for r in store.trial_rows()}
+        kinds = [e.kind for e in store.events()]
+    assert result.written == 3
+    assert services.restarts == 1
+    assert rows[victim].status == "completed" and rows[victim].attempts == 2
+    assert "server_down" in kinds and "server_restart" in kinds
+    assert kinds.index("server_down") < kinds.index("server_restart")
+
+
+def test_an_attempt_error_with_a_healthy_server_is_the_models_result(tmp_path, local_ray):
+    """An error outcome while the server answers is stored as it is (not retried): it is the attempt's result."""
+    trials = _chain("synthetic/moe_1", 1)
+    plan = Plan(trials, synthetic=True)
+    services = _FlakyServices()
+    services.down = False
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        task = _task_failing(marks, {trials[0].trial_id: 1}, error_status=True)
+        _scheduler(plan, store, task, services=services).run()
+        row = store.trial(trials[0].trial_id)
+    assert row.status == "error" and row.attempts == 1 and services.restarts == 0
+
+
+def _task_checking_sources(store_file: Path, violations: Path):
+    """A trial task that notes every trial dispatched before its source's outcome was committed to the store."""
+    def task(trials, skills, ctx, spec, api_base, evaluator):
+        import sqlite3
+
+        for trial in trials:
+            if trial.skill_from:
+                with sqlite3.connect(f"file:{store_file}?mode=ro", uri=True) as conn:
+                    (status,) = conn.execute("SELECT status FROM trials WHERE trial_id = ?",
+                                             (trial.skill_from,)).fetchone()
+                if status == "planned":
+                    (violations / trial.trial_id.replace("/", "_")).write_text(status)
+        return [synthetic_outcome(t, s, SyntheticSpec()) for t, s in zip(trials, skills)]
+    return task
+
+
+def test_dependants_start_only_after_their_source_is_written(tmp_path, local_ray):
+    trials = _chain("synthetic/kv_cache_0", 6) + _chain("synthetic/kv_cache_1", 6)
+    plan = Plan(trials, synthetic=True)
+    violations = tmp_path / "violations"
+    violations.mkdir()
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        _scheduler(plan, store, _task_checking_sources(tmp_path / "run" / "store.sqlite", violations)).run()
+        skills = [store.skill_text(t.trial_id) for t in trials]
+        statuses = {r.status for r in store.trial_rows()}
+    assert statuses == {"completed"}
+    assert not list(violations.iterdir()), "a hop ran before its source was written"
+    # Each hop's SKILL.md evolved from its parent's claims (synthetic ground truth names the parent claim ids).
+    assert all(skills) and all("parent:h" in s for s in skills[1:6] + skills[7:])
