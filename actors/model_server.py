@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 from mkb_ray.models import processes
-from mkb_ray.models.endpoints import Endpoint, EndpointError, ServeLLMEndpoint, VLLMProcessEndpoint
+from mkb_ray.models.endpoints import Endpoint, EndpointError, ServeLLMEndpoint, VLLMProcessEndpoint, probe_completion
 from mkb_ray.models.roster import ModelSpec
 from mkb_ray.models.serve_config import SESSION_HEADER, CpuTuning, Placement
 
@@ -100,11 +100,15 @@ class ModelServer:
                     self._endpoint.backend, self.state.startup_s)
         return self.info()
 
-    def health(self) -> dict[str, Any]:
+    def health(self, deep: bool = False) -> dict[str, Any]:
+        """Whether the endpoint serves; `deep` also asks it for a one-token completion (a dead engine behind a
+        live front end still lists its model)."""
         if self._endpoint is None or not self.state.started:
             return {"healthy": False, "detail": "not started", "model": self.spec.name}
         began = time.monotonic()
         ok, detail = self._endpoint.status()
+        if ok and deep:
+            ok, detail = probe_completion(self._endpoint.api_base, self.spec.name)
         return {"healthy": ok, "detail": detail, "model": self.spec.name,
                 "latency_s": round(time.monotonic() - began, 4)}
 

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 EVALUATOR_MAX_RESTARTS = 5
 EVALUATOR_MAX_TASK_RETRIES = 3
 SERVER_START_TIMEOUT_S = 1800.0
-HEALTH_TIMEOUT_S = 30.0
+HEALTH_TIMEOUT_S = 90.0  # a one-token completion on a busy CPU server takes seconds
 
 
 class EvaluatorPool:
@@ -99,10 +99,13 @@ class ModelServices:
         if served is None:
             return True
         try:
-            return bool(ray.get(served.handle.health.remote(), timeout=HEALTH_TIMEOUT_S).get("healthy"))
+            report = ray.get(served.handle.health.remote(deep=True), timeout=HEALTH_TIMEOUT_S)
         except Exception as err:  # noqa: BLE001 - a dead actor or a timeout is an unhealthy server
             log.warning("model server %s health probe failed: %s", name, err)
             return False
+        if not report.get("healthy"):
+            log.warning("model server %s is unhealthy: %s", name, report.get("detail"))
+        return bool(report.get("healthy"))
 
     def restart(self, name: str) -> str:
         """Stop what is left of a model's server and start a fresh one; returns the new api_base."""
@@ -117,8 +120,9 @@ class ModelServices:
             log.warning("stopping model server %s: %s", name, err)
         try:
             ray.kill(served.handle)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - already gone
             pass
+        _wait_name_free(f"mkb-model-server:{name}")
         began = time.monotonic()
         served.handle = make_model_server(served.spec)
         info = ray.get(served.handle.start.remote(), timeout=SERVER_START_TIMEOUT_S)
@@ -135,3 +139,18 @@ class ModelServices:
             except Exception as err:  # noqa: BLE001 - best effort at shutdown; say what was left
                 log.warning("stopping model server %s: %s", served.name, err)
         self.models.clear()
+
+
+def _wait_name_free(actor_name: str, timeout_s: float = 60.0) -> None:
+    """A killed named actor frees its name asynchronously; creating the replacement earlier would find the corpse
+    (make_model_server uses get_if_exists)."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(actor_name)
+        except ValueError:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"actor {actor_name} still exists {timeout_s:.0f} s after it was killed")

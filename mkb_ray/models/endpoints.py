@@ -55,6 +55,20 @@ def probe_models(api_base: str, model: str, timeout_s: float = 5.0) -> tuple[boo
     return True, "ok"
 
 
+def probe_completion(api_base: str, model: str, timeout_s: float = 60.0) -> tuple[bool, str]:
+    """POST a one-token chat completion: the only probe that fails when the engine behind a live HTTP front end
+    is dead (its /models keeps answering)."""
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{api_base}/chat/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            choices = json.loads(response.read()).get("choices") or []
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        return False, f"POST {api_base}/chat/completions: {err}"
+    return (True, "ok") if choices else (False, "a completion without choices")
+
+
 class ServeLLMEndpoint:
     """One model as a Ray Serve LLM application; needs a connected Ray (`ray.init` done by the caller)."""
 
