@@ -88,6 +88,9 @@ class Scheduler:
         self.on_progress = on_progress
         self.task = task or _execute_batch  # the Ray task body; tests inject faults through it
         self.synthetic = plan.synthetic
+        # Synthetic draws are batched many to a Ray task (they cost ~0.3 ms each); trials that call a real judge or
+        # model run one per task so they spread over evaluators and model replicas.
+        self.batched = plan.synthetic and not any(c.real_judge for c in contexts.values())
         self._skills: dict[str, str] = {}      # SKILL.md of written trials whose dependants are not dispatched
         self._attempts: dict[str, int] = {}
         self._buffer: list[TrialOutcome] = []
@@ -118,9 +121,9 @@ class Scheduler:
         for model, queue in self._queues.items():
             if model in self._paused:
                 continue
-            limit = self.settings.synthetic_inflight if self.synthetic else self.concurrency.get(model, 1)
+            limit = self.settings.synthetic_inflight if self.batched else self.concurrency.get(model, 1)
             while queue and self._running.get(model, 0) < limit:
-                size = min(self.settings.synthetic_batch, len(queue)) if self.synthetic else 1
+                size = min(self.settings.synthetic_batch, len(queue)) if self.batched else 1
                 batch = [heapq.heappop(queue)[2] for _ in range(size)]
                 skills = [self._source_skill(t) for t in batch]
                 ctx = self.contexts[model]
@@ -226,7 +229,7 @@ class Scheduler:
         done = self.store.done_ids()
         progress = Progress(total=len(self.plan), done_before=sum(1 for t in self.plan if t.trial_id in done))
         self._enqueue(self.plan.ready(done))
-        remote = ray.remote(num_cpus=1 if self.synthetic else 0, max_retries=0)(self.task)
+        remote = ray.remote(num_cpus=1 if self.batched else 0, max_retries=0)(self.task)
         last_flush = time.monotonic()
         last_report = 0.0
         interrupted = False

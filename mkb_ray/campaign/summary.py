@@ -4,6 +4,7 @@ Reads the store only (a stored run can be summarised again with `mkb run CONFIG`
 """
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ class RunSummary:
     skills_written: int = 0          # trials that left a non-empty SKILL.md
     synthetic: int = 0
     targets: Counter = field(default_factory=Counter)
+    real_judge: bool = False         # synthetic agent, real judge (synthetic: {judge: real})
 
 
 def group_of(row: Any) -> str:
@@ -41,6 +43,8 @@ def _decade(hop: int) -> str:
 
 def summarise(store: Any) -> RunSummary:
     summary = RunSummary()
+    config = json.loads(store.meta().get("config_json") or "{}")
+    summary.real_judge = (config.get("synthetic") or {}).get("judge") == "real"
     skill_bytes = store.skill_sizes()
     for row in store.trial_rows():
         summary.trials += 1
@@ -50,7 +54,8 @@ def summarise(store: Any) -> RunSummary:
         summary.tiers[(row.model, group_of(row))][row.final_tier or "none"] += 1
         summary.skills_written += 1 if skill_bytes.get(row.trial_id, 0) > 0 else 0
         summary.synthetic += 1 if row.synthetic else 0
-        summary.targets[(row.dsl, "synthetic" if row.synthetic else row.target)] += 1
+        synthetic_draw = row.synthetic and not summary.real_judge
+        summary.targets[(row.dsl, "synthetic" if synthetic_draw else row.target)] += 1
     return summary
 
 
@@ -73,7 +78,11 @@ def target_notes(summary: RunSummary, has_gpu: bool) -> list[str]:
 def print_summary(summary: RunSummary, run_dir: Any, has_gpu: bool, console: Any) -> None:
     from rich.table import Table
 
-    label = " [bold yellow](SYNTHETIC: drawn, not measured)[/bold yellow]" if summary.synthetic else ""
+    label = ""
+    if summary.synthetic:
+        label = (" [bold yellow](SYNTHETIC agent: its kernels are the shipped solutions; tiers measured by the real "
+                 "judge)[/bold yellow]" if summary.real_judge else
+                 " [bold yellow](SYNTHETIC: drawn, not measured)[/bold yellow]")
     table = Table(title=f"final tiers per arm — {run_dir}{label}")
     for column in ("model", "arm", *TIER_COLUMNS):
         table.add_column(column, justify="left" if column in ("model", "arm") else "right")
