@@ -103,7 +103,8 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
         specs = {name: roster[name] for name in config.models}
         if synthetic is None:
             services = ModelServices()
-            waiting = {t.model for t in plan if t.trial_id not in store.done_ids()}
+            done = store.done_ids()
+            waiting = {t.model for t in plan if t.trial_id not in done}
             console.print(f"starting model server(s) for {', '.join(sorted(waiting)) or 'none'} "
                           "(SmolLM2 on CPU: about a minute)")
             try:
