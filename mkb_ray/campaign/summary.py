@@ -70,8 +70,8 @@ def target_notes(summary: RunSummary, has_gpu: bool) -> list[str]:
         elif has_gpu:
             notes.append(f"{dsl}: {n} trial(s) on the GPU variant, kernels executed on the GPU")
         else:
-            notes.append(f"{dsl}: {n} trial(s) on the GPU variant judged without a GPU: compiled to PTX only "
-                         f"(tier compile_only), never executed")
+            notes.append(f"{dsl}: {n} trial(s) on the GPU variant with no GPU here: a kernel that compiles to PTX "
+                         f"gets tier compile_only (never executed; neither pass nor fail)")
     return notes
 
 
