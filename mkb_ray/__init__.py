@@ -5,7 +5,7 @@ numpy and the DSLs installed, and it imports this package first. Public names lo
 """
 from __future__ import annotations
 
-from typing import Any
+from ._lazy import lazy_exports
 
 __all__ = ["Verdict", "judge_kernel", "load_problems", "Problem", "JudgeLimits", "JudgeOptions"]
 
@@ -19,9 +19,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'mkb_ray' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

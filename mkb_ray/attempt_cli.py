@@ -148,9 +148,9 @@ async def _run(config: Any, spec: Any, device: str, api_base: Optional[str], pro
 def _print_summary(record: Any) -> None:
     from rich.console import Console
 
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)  # piped output (logs, CI): one line per fact, not 80-column wraps
+    from .console import make_console
+
+    console = make_console()
     final = record.final_verdict
     counted = sum(1 for s in record.submissions if s.counted)
     console.print(

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .console import make_console
+
 EXAMPLES = """examples:
   mkb problems list                                   # the shipped suite, with solutions per DSL
   mkb problems validate --device cpu                  # judge every shipped solution on this machine
@@ -28,14 +30,6 @@ compiled to PTX only. Shapes: production on cuda, the problem's smoke preset on 
 
 class UsageError(Exception):
     """Bad usage or a missing file: one line on stderr, exit code 2."""
-
-
-def _console():
-    from rich.console import Console
-
-    console = Console()
-    # Piped output (logs, CI, `| tee`) gets rich's 80-column default, which truncates problem ids: widen it.
-    return console if console.is_terminal else Console(width=160)
 
 
 def _load(root: Optional[Path]):
@@ -64,7 +58,7 @@ def cmd_problems_list(args: argparse.Namespace) -> int:
     for p in problems.problems:
         marks = ["✓" if v in p.solutions else "-" for v in ("cutedsl", "tirx", "tirx_cpu")]
         table.add_row(p.problem_id, p.family, p.sidecar.min_arch, *marks, p.description[:70])
-    console = _console()
+    console = make_console()
     console.print(table)
     for error in problems.errors:
         console.print(f"[red]malformed problem[/red] {error.path}: {error.message}")
@@ -81,7 +75,7 @@ def cmd_problems_validate(args: argparse.Namespace) -> int:
     from .validate import validate
 
     problems = _load(args.problems_root)
-    console = _console()
+    console = make_console()
     only = args.problem or None
     total = sum(1 for p in problems.problems if not only or p.problem_id in only)
 
@@ -139,7 +133,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(verdict.model_dump_json(indent=2))
         return 0
-    console = _console()
+    console = make_console()
     colour = {"pass2x": "green", "pass": "green", "compile_only": "yellow"}.get(verdict.tier, "red")
     console.print(f"[bold {colour}]{verdict.tier}[/] {problem.problem_id} ({args.dsl}, {verdict.device}, "
                   f"{verdict.preset} shapes, target {verdict.target or '-'})")

@@ -74,11 +74,11 @@ def plan_from_args(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
 
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console = console if console.is_terminal else Console(width=160)
+    from ..console import make_console
+
+    console = make_console()
     label = " [bold magenta]SYNTHETIC[/bold magenta]" if config.is_synthetic else ""
     console.print(f"[bold]{config.name}[/bold]{label}: {config.description}")
     console.print(f"config {summary['config_hash'][:12]}  run dir {config.run_dir}  "

@@ -36,7 +36,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     from .plan import plan_campaign
     from .plan_cli import detect_gpu
 
-    console = _console()
+    from ..console import make_console
+
+    console = make_console()
     try:
         config = load_experiment(args.config)
     except (ExperimentConfigError, FileNotFoundError) as err:
@@ -66,8 +68,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                 console.print(f"[yellow]{len(sync.stale_ids)} stored trial(s) are stale (their problem, templates "
                               f"or attempt config changed), kept as they are; --rerun-stale re-runs them[/yellow]: "
                               + ", ".join(sync.stale_ids[:5]) + (" ..." if len(sync.stale_ids) > 5 else ""))
-        pending = len(plan) - len(sync.done_ids) - len(sync.stale_ids) + (len(sync.stale_ids)
-                                                                            if args.rerun_stale else 0)
+        pending = len(plan) - len(sync.done_ids) - (0 if args.rerun_stale else len(sync.stale_ids))
         synthetic = " [bold yellow]SYNTHETIC[/bold yellow]" if config.is_synthetic else ""
         console.print(f"campaign {config.name}{synthetic}: {len(plan)} trials, {len(sync.done_ids)} already "
                       f"stored, {pending} to run → {run_dir}")
@@ -192,10 +193,3 @@ def _duration(seconds: Optional[float]) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
-
-
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console()
-    return console if console.is_terminal else Console(width=160)

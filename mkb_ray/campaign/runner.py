@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
@@ -43,13 +43,15 @@ def collect_artifacts(out_dir: Path) -> dict[str, bytes]:
 
 
 def outcome_from_attempt(trial: Trial, out_dir: Path) -> TrialOutcome:
-    """The outcome of a real attempt whose directory `out_dir` holds record.json and its files."""
-    from ..attempt import load_record
+    """The outcome of a real attempt whose directory `out_dir` holds record.json and its files. The record JSON
+    is the record.json file itself (validated), so the store keeps one copy of it, not a re-serialised twin."""
+    from ..records import AttemptRecord
 
-    record = load_record(out_dir)
     artifacts = collect_artifacts(out_dir)
+    record_json = artifacts["record.json"].decode("utf-8")
+    record = AttemptRecord.model_validate_json(record_json)
     skill = artifacts.get("SKILL.md", b"").decode("utf-8", errors="replace")
-    return TrialOutcome(trial_id=trial.trial_id, status=record.status, record_json=record.model_dump_json(),
+    return TrialOutcome(trial_id=trial.trial_id, status=record.status, record_json=record_json,
                         artifacts=artifacts, synthetic=record.synthetic, error=record.error,
                         final_tier=record.final_verdict.tier if record.final_verdict else None, skill_md=skill,
                         tokens=record.prompt_tokens + record.completion_tokens)
@@ -81,20 +83,9 @@ async def run_real_trial(trial: Trial, source_skill: Optional[str], ctx: TrialCo
         shutil.rmtree(work, ignore_errors=True)
 
 
-async def run_synthetic_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext,
-                              evaluator: Any = None) -> TrialOutcome:
-    """A synthetic attempt (labelled synthetic in its record). With `ctx.real_judge`, its final kernel — the
-    problem's shipped solution for the trial's variant — is judged by the real evaluator and that verdict
-    replaces the drawn one."""
-    from ..synthetic import synthetic_outcome
-
-    outcome = synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json or "{}"))
-    if not (ctx.real_judge and evaluator is not None and outcome.status == "completed"):
-        return outcome
-    return await _judge_for_real(trial, outcome, ctx, evaluator)
-
-
 async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext, evaluator: Any) -> TrialOutcome:
+    """The synthetic agent's final kernel — the problem's shipped solution for the trial's variant — judged by
+    the real evaluator; its verdict replaces the drawn one (the record stays labelled synthetic)."""
     from ..agents.evaluator_port import as_evaluator_port
     from ..problems import load_problems
     from ..records import AttemptRecord
@@ -113,22 +104,21 @@ async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext
     artifacts = dict(outcome.artifacts)
     artifacts["final_kernel.py"] = source.encode()
     artifacts["final_verdict.json"] = verdict.model_dump_json(indent=2).encode()
-    return TrialOutcome(trial_id=trial.trial_id, status=outcome.status, record_json=record.model_dump_json(),
-                        artifacts=artifacts, synthetic=True, error=outcome.error, final_tier=verdict.tier,
-                        skill_md=outcome.skill_md)
+    return replace(outcome, record_json=record.model_dump_json(), artifacts=artifacts, final_tier=verdict.tier)
 
 
 def execute_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any = None,
                   api_base: Optional[str] = None, evaluator: Any = None) -> TrialOutcome:
-    """The Ray task body (synchronous entry point): one trial, real or synthetic."""
-    if ctx.synthetic_json is not None:
-        if not ctx.real_judge:
-            # The hot path of a 10^5-attempt synthetic campaign: no event loop per trial.
-            from ..synthetic import synthetic_outcome
+    """The Ray task body (synchronous entry point): one trial, real or synthetic. Synthetic draws run without an
+    event loop: they are the hot path of a 10^5-attempt campaign."""
+    if ctx.synthetic_json is None:
+        return asyncio.run(run_real_trial(trial, source_skill, ctx, spec, api_base, evaluator))
+    from ..synthetic import synthetic_outcome
 
-            return synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json))
-        return asyncio.run(run_synthetic_trial(trial, source_skill, ctx, evaluator))
-    return asyncio.run(run_real_trial(trial, source_skill, ctx, spec, api_base, evaluator))
+    outcome = synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json))
+    if ctx.real_judge and evaluator is not None and outcome.status == "completed":
+        return asyncio.run(_judge_for_real(trial, outcome, ctx, evaluator))
+    return outcome
 
 
 @lru_cache(maxsize=4)

@@ -50,7 +50,6 @@ class Progress:
     queued: int = 0
     retries: int = 0
     tokens: int = 0
-    by_status: dict[str, int] = field(default_factory=dict)
     started_s: float = field(default_factory=time.monotonic)
 
     def eta_s(self) -> Optional[float]:
@@ -196,7 +195,6 @@ class Scheduler:
             self._attempts.pop(tid, None)
             progress.done += 1
             progress.tokens += outcome.tokens
-            progress.by_status[outcome.status] = progress.by_status.get(outcome.status, 0) + 1
             if outcome.status in ("error", "infra_error"):
                 progress.failed += 1
             dependants = self.plan.newly_ready(tid, done)

@@ -31,8 +31,8 @@ def group_of(row: Any) -> str:
         return row.arm_name or f"{row.arm}_{row.dsl}"
     if row.kind == "chain_hop":
         # Long chains are summarised by decade of hops (a 100-hop chain would otherwise print 100 rows).
-        hop = row.hop if row.hop < 3 else None
-        return f"chain h{hop} ({row.dsl})" if hop is not None else f"chain h{_decade(row.hop)} ({row.dsl})"
+        hops = str(row.hop) if row.hop < 3 else _decade(row.hop)
+        return f"chain h{hops} ({row.dsl})"
     return f"chain base ({row.dsl})"
 
 

@@ -4,7 +4,7 @@ Import-light: Ray, vLLM and transformers load only when a server starts or a mod
 """
 from __future__ import annotations
 
-from typing import Any
+from mkb_ray._lazy import lazy_exports
 
 __all__ = ["ModelSpec", "ModelPrices", "RosterError", "load_roster", "get_model", "ensure_smollm2",
            "CpuTuning", "llm_config_kwargs", "openai_app_config", "api_server_argv", "SESSION_HEADER",
@@ -26,9 +26,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
-
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'mkb_ray.models' has no attribute '{name}'")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

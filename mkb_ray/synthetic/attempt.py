@@ -297,7 +297,7 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
                   cached_tokens=sum(u["cached_tokens"] for u in usages), finished_at=_iso(wall_s + final_eval_s))
     return TrialOutcome(trial_id=trial.trial_id, status=status, record_json=_dumps(record), artifacts=artifacts,
                         synthetic=True, final_tier=final_tier_out, skill_md=skill_md,
-                        error=record["error"])
+                        error=record["error"], tokens=record["prompt_tokens"] + record["completion_tokens"])
 
 
 def _cap(tier: str, final_tier: str) -> str:
