@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from mkb_ray.judge import JudgeOptions, judge_kernel
 from mkb_ray.problems import ProblemSet, load_problems
-from mkb_ray.worker_process import JudgeLimits, worker_env
+from mkb_ray.judge import JudgeLimits, worker_env
 
 # Outcomes after which the slot's device may be unhealthy: the process died or the GPU raised an error.
 _SUSPECT_OUTCOMES = ("crash", "timeout", "memory_limit")

@@ -141,7 +141,8 @@ def main() -> None:
     if len(rows) >= 2:
         small, large = rows[0], rows[-1]
         n = large.attempts / small.attempts
-        print(f"ratios {large.attempts} / {small.attempts} attempts (x{n:.0f}): wall x{(large.plan_s + large.run_s) / (small.plan_s + small.run_s):.1f}, "
+        wall = (large.plan_s + large.run_s) / (small.plan_s + small.run_s)
+        print(f"ratios {large.attempts} / {small.attempts} attempts (x{n:.0f}): wall x{wall:.1f}, "
               f"overhead per attempt x{large.overhead_ms / small.overhead_ms:.2f}, driver peak RSS "
               f"x{large.driver_peak_mb / small.driver_peak_mb:.2f}, Ray processes peak RSS "
               f"x{large.workers_peak_mb / small.workers_peak_mb:.2f}")

@@ -10,10 +10,10 @@ from ._lazy import lazy_exports
 __all__ = ["Verdict", "judge_kernel", "load_problems", "Problem", "JudgeLimits", "JudgeOptions"]
 
 _EXPORTS = {
-    "Verdict": "mkb_ray.verdict",
+    "Verdict": "mkb_ray.records",
     "judge_kernel": "mkb_ray.judge",
     "JudgeOptions": "mkb_ray.judge",
-    "JudgeLimits": "mkb_ray.worker_process",
+    "JudgeLimits": "mkb_ray.judge",
     "load_problems": "mkb_ray.problems",
     "Problem": "mkb_ray.problems",
 }

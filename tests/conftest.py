@@ -1,9 +1,16 @@
 """Shared fixtures. Everything here runs on a CPU-only machine; GPU-only tests carry the `gpu` marker."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+from mkb_ray.cli import PROCESS_ENV
+
+# Where the pytest process starts, as `mkb` does where its process starts (litellm reads these once, at import);
+# Ray workers and servers the tests start inherit them.
+os.environ.update(PROCESS_ENV)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE_PROBLEM = "mlp_norm/01_fused_add_rmsnorm"

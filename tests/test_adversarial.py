@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from mkb_ray.judge import JudgeOptions, judge_kernel
-from mkb_ray.worker_process import JudgeLimits
+from mkb_ray.judge import JudgeLimits
 
 SUITE = Path(__file__).resolve().parent / "adversarial"
 HEADER = re.compile(

@@ -8,9 +8,11 @@ import argparse
 import asyncio
 import hashlib
 import json
+import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 from pydantic import ValidationError
@@ -18,8 +20,9 @@ from pydantic import ValidationError
 from mkb_ray.actors.evaluator import EvaluatorActor, make_evaluator
 from mkb_ray.agents.evaluator_port import RayEvaluatorPort, as_evaluator_port
 from mkb_ray.agents.skill import template_hash
-from mkb_ray.attempt import build_task_statement, load_record, run_attempt
-from mkb_ray.attempt_cli import AttemptUsageError, add_attempt_arguments, attempt_from_args, parse_budget_overrides
+from mkb_ray.agents.attempt import build_task_statement, load_record, run_attempt
+from mkb_ray.cli.attempt import AttemptUsageError, add_arguments as add_attempt_arguments, parse_budget_overrides
+from mkb_ray.cli.attempt import run as attempt_from_args
 from mkb_ray.judge import JudgeOptions
 from mkb_ray.judge_worker.problem_loader import problem_hash
 from mkb_ray.llm import LLMClient, ScriptedReply
@@ -32,6 +35,16 @@ EAGER = "import torch\n\ndef solve(x, residual, weight):\n    return x + residua
 SKILL_TEXT = ("# SKILL\n- Evidence: submission 1 returned eager results and failed the DSL-launch check, so every "
               "output must come from a compiled kernel launch.\n- Evidence: a serial pass per row was correct at "
               "the CPU test shapes (submission 2, pass).\n")
+
+
+def head_commit() -> Optional[str]:
+    """The checkout's HEAD as `git rev-parse` says; None only where the repository has no git metadata."""
+    if not (REPO / ".git").exists():  # e.g. an unpacked sdist: nothing to record
+        return None
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}", head), head
+    return head
 
 
 def spec(context_length: int = 1_000_000) -> SimpleNamespace:
@@ -65,10 +78,12 @@ def evaluator() -> EvaluatorActor:
 
 @pytest.fixture(scope="module")
 def solo(tmp_path_factory, evaluator):
-    """One solo attempt: an eager (failing) kernel, then the good one with a SKILL.md, then the closing turn."""
+    """One solo attempt: an eager (failing) kernel, the SKILL.md checkpoint it triggers (no skill yet after a
+    verdict), then the good kernel with a SKILL.md, then the closing turn."""
     out = tmp_path_factory.mktemp("solo") / "attempt"
     script = Recorder([
         ScriptedReply(f"First try.\n```python\n{EAGER}```"),
+        ScriptedReply("```skill\n- An eager-only kernel is rejected: it launched no TIRx kernel.\n```"),
         ScriptedReply(f"```python\n{GOOD}```\n```skill\n{SKILL_TEXT}```"),
         ScriptedReply(f"```skill\n{SKILL_TEXT}```"),
     ])
@@ -91,7 +106,7 @@ def test_solo_attempt_output_directory_and_record(solo):
     task_text = script.seen[0][1]["content"]
     assert record.task_sha256 == hashlib.sha256(task_text.encode()).hexdigest()
     assert {"torch", "apache-tvm", "litellm", "pydantic"} <= set(record.package_versions)
-    assert record.git_commit is None or len(record.git_commit) == 40
+    assert record.git_commit == head_commit()
     assert record.model == "scripted" and record.litellm_model == "openai/scripted" and record.endpoint is None
 
     first, second = record.submissions
@@ -104,9 +119,10 @@ def test_solo_attempt_output_directory_and_record(solo):
     assert record.final_eval_s > 0 and record.final_verdict_path == "final_verdict.json"
     assert (out / "SKILL.md").read_text().strip() == SKILL_TEXT.strip() and record.skill_md_bytes > 0
 
-    # litellm's mock reports 10 prompt + 20 completion tokens per call; three calls (two turns, one closing).
-    assert [c.purpose for c in record.llm_calls] == ["turn", "turn", "skill"] and all(c.ok for c in record.llm_calls)
-    assert (record.prompt_tokens, record.completion_tokens) == (30, 60)
+    # litellm's mock reports 10 prompt + 20 completion tokens per call; four calls (two turns, the checkpoint after
+    # the first verdict, one closing).
+    assert [c.purpose for c in record.llm_calls] == ["turn", "skill_checkpoint", "turn", "skill"]
+    assert all(c.ok for c in record.llm_calls) and (record.prompt_tokens, record.completion_tokens) == (40, 80)
     assert record.attempt_clock_s <= record.wall_s + 1e-6
 
     events = [json.loads(line) for line in (out / "transcript.jsonl").read_text().splitlines()]

@@ -15,7 +15,7 @@ from mkb_ray.actors.evaluator import EvaluatorActor
 from mkb_ray.agents.budget import Budget
 from mkb_ray.agents.chat import fenced_blocks, pick_kernel, pick_skill
 from mkb_ray.agents.context import AttemptStopped, fit_messages
-from mkb_ray.attempt import run_attempt
+from mkb_ray.agents.attempt import run_attempt
 from mkb_ray.judge import JudgeOptions
 from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import AttemptConfig, BudgetSpec, LLMUsage
@@ -94,6 +94,8 @@ def test_malformed_replies_cost_a_turn_and_never_crash(tmp_path, evaluator):
 # -- the submission budget -------------------------------------------------------------------------------------
 def test_eleventh_submission_is_refused_and_kept_as_the_final_kernel(tmp_path, evaluator):
     replies = [kernel_reply(SYNTAX_ERROR + f"# try {i}\n") for i in range(10)]
+    # After the first verdict SKILL.md is still empty: the agent asks for it before the second kernel.
+    replies.insert(1, ScriptedReply("```skill\n- A syntax error is rejected before compiling (submission 1).\n```"))
     replies.append(kernel_reply(GOOD, skill="- Syntax errors cost ten submissions; the serial row loop is correct."))
     script = Recorder(replies)
     record = attempt(tmp_path, evaluator, script)  # the default budget: 10 judged submissions
@@ -104,16 +106,56 @@ def test_eleventh_submission_is_refused_and_kept_as_the_final_kernel(tmp_path, e
     assert subs[10].verdict is None and "submission budget is spent (10 of 10" in subs[10].refused_reason
     transcript = (tmp_path / "attempt" / "transcript.jsonl").read_text()
     assert "Submission 11 was NOT judged and does not count" in transcript  # the message to the model
-    assert "last judged submission" in script.feedback_after(10)
+    assert "SKILL.md is still empty" in script.feedback_after(1) and "SKILL.md saved" in script.feedback_after(2)
+    assert "last judged submission" in script.feedback_after(11)
     assert record.stop_reason == "submissions" and record.status == "completed"
     # The refused kernel is the kernel on disk at the end: graded once more, it is the attempt's result.
     assert (tmp_path / "attempt" / "submissions" / "11.py").read_text().strip() == GOOD.strip()
     assert record.final_verdict is not None and record.final_verdict.tier in ("pass", "pass2x")
     # The last reply already updated SKILL.md as asked, so there is no extra closing turn.
-    assert len(record.llm_calls) == 11 and record.skill_md_bytes > 0
+    assert [c.purpose for c in record.llm_calls] == ["turn", "skill_checkpoint"] + ["turn"] * 10
+    assert "serial row loop is correct" in (tmp_path / "attempt" / "SKILL.md").read_text()
 
 
 # -- the wall clock --------------------------------------------------------------------------------------------
+def test_no_turn_starts_that_would_eat_the_closing_skill_turn(tmp_path, evaluator):
+    """A slow model (3 s a call) on a 24 s budget: turns go on only while, after one more turn of the measured
+    length, the closing reserve is still left, so the closing SKILL.md call always gets its time and succeeds —
+    whatever the judge's speed on this machine. (With the old rule, remaining > reserve, a turn started with ~6 s
+    left and the closing call timed out.)"""
+    skill = "# SKILL\n- A syntax error is rejected by the static checks before compiling."
+
+    def model(messages: list[dict[str, Any]], index: int) -> ScriptedReply:
+        asks_for_skill = "SKILL.md" in str(messages[-1]["content"]) and "```skill" in str(messages[-1]["content"])
+        return ScriptedReply(f"```skill\n{skill} (call {index})\n```" if asks_for_skill else
+                             f"```python\n{SYNTAX_ERROR}# call {index}\n```", delay_s=3.0)
+
+    record = attempt(tmp_path, evaluator, model, wall_clock_s=24)
+    calls = record.llm_calls
+    assert record.stop_reason == "wall_clock" and record.status == "completed"
+    assert calls[-1].purpose == "skill" and calls[-1].ok, calls[-1].error
+    assert f"(call {calls[-1].index})" in (tmp_path / "attempt" / "SKILL.md").read_text()
+    assert all(c.ok for c in calls)  # no call was cut off by the clock
+    assert record.attempt_clock_s <= 24
+
+
+def test_a_turn_starts_only_if_the_reserve_is_left_after_it():
+    now = [0.0]
+    budget = Budget(BudgetSpec(wall_clock_s=100), clock=lambda: now[0])
+    budget.start()
+    assert budget.expected_turn_s() == 0 and budget.stop_reason(reserve_s=20) is None
+    budget.start_turn()
+    now[0] += 30  # the first turn (model call and judging) took 30 s
+    budget.end_turn()
+    assert budget.expected_turn_s() == 30 and budget.stop_reason(reserve_s=20) is None  # 70 - 30 > 20
+    budget.start_turn()
+    now[0] += 25
+    budget.end_turn()
+    # 45 s left, but one more 30 s turn would leave 15 < 20 for the closing turn.
+    assert budget.remaining_s() == 45 and budget.stop_reason(reserve_s=20) == "wall_clock"
+    assert budget.stop_reason(reserve_s=10) is None and budget.turn_durations_s == [30, 25]
+
+
 def test_tiny_wall_budget_stops_the_attempt(tmp_path, evaluator):
     script = Recorder([ScriptedReply("```python\n" + GOOD + "\n```", delay_s=30)] * 3)
     started = time.monotonic()
@@ -168,9 +210,12 @@ def test_budget_bookkeeping_with_a_fake_clock():
 
 def test_context_window_errors_refit_the_conversation_then_stop_the_attempt(tmp_path, evaluator):
     too_long = ScriptedReply("litellm.ContextWindowExceededError")  # litellm's mock of a 'prompt too long' answer
-    script = Recorder([too_long, kernel_reply(SYNTAX_ERROR), too_long, too_long, too_long])
+    checkpoint = ScriptedReply("```skill\n- A syntax error is rejected before compiling.\n```")
+    script = Recorder([too_long, kernel_reply(SYNTAX_ERROR), checkpoint, too_long, too_long, too_long])
     record = attempt(tmp_path, evaluator, script, max_turns=5)
-    assert [(c.turn, c.ok) for c in record.llm_calls] == [(1, False), (1, True), (2, False), (2, False), (2, False)]
+    assert [(c.turn, c.purpose, c.ok) for c in record.llm_calls] == [
+        (1, "turn", False), (1, "turn", True), (1, "skill_checkpoint", True), (2, "turn", False), (2, "turn", False),
+        (2, "turn", False)]
     assert "context_window" in record.llm_calls[0].error and record.submissions[0].counted
     assert record.status == "completed" and record.stop_reason == "context_overflow"
 

@@ -10,6 +10,7 @@ from conftest import EXAMPLE_PROBLEM, REPO
 
 GOOD = (REPO / "problems" / "mlp_norm" / "solutions" / "01_fused_add_rmsnorm.tirx_cpu.py").read_text()
 EAGER = "import torch\n\ndef solve(x, residual, weight):\n    return x, residual\n"
+PASSED = ("pass", "pass2x")
 # A CPU kernel whose store lands far outside its buffer: the judging process dies with SIGSEGV.
 CRASH = GOOD.replace("H[i, j] = T.Cast(\"bfloat16\", h[j])", "H[i + 4000000, j] = T.Cast(\"bfloat16\", h[j])")
 
@@ -18,7 +19,9 @@ def test_concurrent_evaluations_on_local_ray(local_ray):
     evaluator = make_evaluator("cpu", slots=2, options=JudgeOptions(warmup=1, timed=3))
     refs = [evaluator.evaluate.remote(EXAMPLE_PROBLEM, source, "tirx") for source in (GOOD, EAGER, CRASH, GOOD)]
     verdicts = local_ray.get(refs, timeout=600)
-    assert [v["tier"] for v in verdicts] == ["pass", "fail", "fail", "pass"] or verdicts[0]["tier"] == "pass2x"
+    # GOOD passes, with or without a 2x speedup (timing on shared CPU cores varies); the others fail.
+    tiers = [v["tier"] for v in verdicts]
+    assert tiers[0] in PASSED and tiers[1:3] == ["fail", "fail"] and tiers[3] in PASSED, tiers
     assert verdicts[1]["rejected_by"] == "dsl_launch"
     assert verdicts[2]["rejected_by"] == "crash" and "SIGSEGV" in verdicts[2]["reason"]
     stats = local_ray.get(evaluator.get_stats.remote())

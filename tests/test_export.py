@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from mkb_ray.store import RunStore, export_parquet, export_results_json
-from mkb_ray.store.export_cli import add_export_arguments, export_from_args
+from mkb_ray.cli.export import add_arguments as add_export_arguments, run as export_from_args
 from test_store import MODEL, PROBLEMS, make_outcome, make_trials
 
 OTHER = "glm-5.3"

@@ -6,7 +6,7 @@ import pytest
 
 from mkb_ray.judge import judge_kernel
 from mkb_ray.judge_worker.pipeline import TIMING_AUDITS
-from mkb_ray.worker_process import JudgeLimits
+from mkb_ray.judge import JudgeLimits
 
 from conftest import EXAMPLE_PROBLEM, REPO
 

@@ -3,14 +3,18 @@ model ids, tool calls, bounded retries, timeouts, and the lazy import."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import subprocess
 import sys
+import textwrap
 import time
 from types import SimpleNamespace
 
 import pytest
 
 from mkb_ray.llm import LLMCallError, LLMClient, ScriptedReply, ToolCall
+from mkb_ray.llm.client import COST_MAP_ENV_VAR, _warn_if_price_map_may_be_fetched
 
 from conftest import REPO
 
@@ -31,6 +35,13 @@ def local_spec(num_gpus: int = 2, gpu_hour: float | None = 3.6) -> SimpleNamespa
 
 def run(coro):
     return asyncio.run(coro)
+
+
+CLIENT_LOGGER = "mkb_ray.llm.client"
+
+
+def client_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == CLIENT_LOGGER and r.levelno == logging.WARNING]
 
 
 def test_api_model_reply_usage_and_per_token_cost():
@@ -83,13 +94,44 @@ def test_transient_failure_is_retried_then_succeeds():
     assert reply.content == "second time lucky" and reply.usage.retries == 1
 
 
-def test_retries_are_bounded():
+def test_retries_are_bounded(caplog):
     client = LLMClient(api_spec(), max_retries=1, retry_backoff_s=0.0,
                        script=[ScriptedReply(error="down")] * 5)
-    with pytest.raises(LLMCallError) as caught:
+    with caplog.at_level(logging.WARNING, logger=CLIENT_LOGGER), pytest.raises(LLMCallError) as caught:
         run(client.complete(MESSAGES))
     assert caught.value.kind == "connection" and caught.value.attempts == 2 and "down" in str(caught.value)
     assert client._script_position[0] == 2  # no third try
+    assert client_warnings(caplog) == ["LLM call to openai/frontier-model failed (connection), retry 1/1 in 0.0 s"]
+
+
+def test_backoff_doubles_per_retry(caplog):
+    client = LLMClient(api_spec(), max_retries=2, retry_backoff_s=0.05,
+                       script=[ScriptedReply(error="down"), ScriptedReply(error="down"), ScriptedReply("up")])
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=CLIENT_LOGGER):
+        reply = run(client.complete(MESSAGES))
+    assert reply.content == "up" and reply.usage.retries == 2 and time.monotonic() - started >= 0.15
+    delays = [r.args[-1] for r in caplog.records if r.name == CLIENT_LOGGER]
+    assert delays == [pytest.approx(0.05), pytest.approx(0.1)]
+
+
+def test_no_retry_whose_backoff_would_pass_the_deadline():
+    client = LLMClient(api_spec(), max_retries=3, retry_backoff_s=10.0, script=[ScriptedReply(error="down")] * 4)
+    started = time.monotonic()
+    with pytest.raises(LLMCallError) as caught:
+        run(client.complete(MESSAGES, timeout_s=5.0))
+    assert caught.value.kind == "connection" and caught.value.attempts == 1 and time.monotonic() - started < 5
+    assert client._script_position[0] == 1
+
+
+def test_non_retryable_errors_are_not_retried():
+    # litellm's mock raises its own ContextWindowExceededError for this reply text.
+    client = LLMClient(api_spec(), max_retries=3, retry_backoff_s=0.0,
+                       script=[ScriptedReply("litellm.ContextWindowExceededError"), ScriptedReply("never reached")])
+    with pytest.raises(LLMCallError) as caught:
+        run(client.complete(MESSAGES))
+    assert caught.value.kind == "context_window" and caught.value.attempts == 1
+    assert client._script_position[0] == 1
 
 
 def test_per_try_timeout_and_overall_deadline():
@@ -124,11 +166,46 @@ def test_unreachable_server_fails_fast_with_a_connection_error():
     assert caught.value.kind == "connection" and caught.value.latency_s < 20
 
 
+# Run in a fresh interpreter (litellm reads the variable at its first import). Every host-name lookup is recorded
+# and refused, so an attempt to download the price map fails the test whether or not the network is reachable.
+OFFLINE_IMPORT = textwrap.dedent("""
+    import os, socket, sys
+    lookups = []
+    def refuse(host, *args, **kwargs):
+        lookups.append(host)
+        raise OSError(f"no network in this test ({host})")
+    socket.getaddrinfo = refuse
+    import mkb_ray.llm, mkb_ray.agents.attempt, mkb_ray.cli.attempt
+    assert "litellm" not in sys.modules, "litellm imported eagerly"
+    from mkb_ray.llm.client import _litellm
+    environ = dict(os.environ)
+    _litellm()
+    assert "litellm" in sys.modules
+    assert dict(os.environ) == environ, "_litellm() changed os.environ"
+    assert lookups == [], f"looked up {lookups}"
+""")
+
+
 def test_litellm_is_imported_lazily_and_offline():
-    code = ("import sys, os; import mkb_ray.llm, mkb_ray.attempt, mkb_ray.attempt_cli; "
-            "assert 'litellm' not in sys.modules, 'litellm imported eagerly'; "
-            "from mkb_ray.llm.client import _litellm; _litellm(); "
-            "assert os.environ['LITELLM_LOCAL_MODEL_COST_MAP'] == 'True'")
-    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    env = {**os.environ, COST_MAP_ENV_VAR: "True"}  # as the caller (the mkb command line) sets it
+    result = subprocess.run([sys.executable, "-c", OFFLINE_IMPORT], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "fetch" not in result.stderr.lower()  # no attempt to download the price map
+    assert "fetch" not in result.stderr.lower(), result.stderr[-2000:]  # neither litellm's nor our warning
+
+
+def test_a_missing_cost_map_variable_is_warned_about_once_before_the_import(monkeypatch, caplog):
+    # No real import here (that would try the network): the check that runs just before it.
+    monkeypatch.delenv(COST_MAP_ENV_VAR, raising=False)
+    monkeypatch.delitem(sys.modules, "litellm", raising=False)
+    with caplog.at_level(logging.WARNING, logger=CLIENT_LOGGER):
+        _warn_if_price_map_may_be_fetched()
+        [warning] = client_warnings(caplog)
+        assert COST_MAP_ENV_VAR in warning and "fetch its price map" in warning and "before" in warning
+        caplog.clear()
+        monkeypatch.setitem(sys.modules, "litellm", SimpleNamespace())  # imported already: too late to matter
+        _warn_if_price_map_may_be_fetched()
+        monkeypatch.delitem(sys.modules, "litellm")
+        monkeypatch.setenv(COST_MAP_ENV_VAR, "true")  # litellm compares case-insensitively
+        _warn_if_price_map_may_be_fetched()
+        assert client_warnings(caplog) == []

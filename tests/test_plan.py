@@ -2,16 +2,16 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from mkb_ray.agents.skill import template_hash
 from mkb_ray.campaign.config import ExperimentConfig, load_experiment
 from mkb_ray.campaign.plan import Plan, estimate, find_stale, plan_campaign
-from mkb_ray.campaign.plan_cli import add_plan_arguments, plan_from_args
-from mkb_ray.campaign.trial import Trial
+from mkb_ray.cli.plan import add_arguments as add_plan_arguments, run as plan_from_args
+from mkb_ray.records import Trial
 from mkb_ray.models.roster import load_roster
 
 EXPERIMENTS = REPO / "experiments"
@@ -99,20 +99,21 @@ def test_chain_baselines_cover_each_dsl_of_the_chain(problems, roster):
     assert all(t.arm == "solo" and t.chain == 0 and not t.depends_on for t in bases)
 
 
-def test_scale_synthetic_plans_88800_trials_fast(roster):
+def test_scale_synthetic_plans_88800_trials(roster):
+    # How fast it plans (and the graph's per-trial costs) is measured by benchmarks/plan_graph.py, not here.
     scale = load_experiment(EXPERIMENTS / "scale-synthetic.yaml")
-    started = time.process_time()
     plan = plan_campaign(scale, None, roster, has_gpu=False)
-    assert time.process_time() - started < 5.0
     assert len(plan) == 88_800 and plan.counts_by_kind() == {"chain_hop": 88_800} and plan.synthetic
     assert plan.depth() == 100
     assert all(counts == {"chain_hop": 14_800} for counts in plan.counts_by_model().values())
     first = plan.trials[0]
     assert first.trial_id == "glm-5.3-flash/synthetic/attention_0/chain0/h0" and first.target == "gpu"
     assert plan.by_id("qwen3.8-flash/synthetic/linear_attention_11/chain1/h99").dsl == "cutedsl"
-    # Repeated strings are shared, not copied per trial.
-    assert len({id(t.template_hash) for t in plan.trials}) == 1
-    assert len({id(t.config_hash) for t in plan.trials}) <= 12
+    # One config hash per model (both DSLs target the GPU here, so they shape the attempt alike), one template
+    # hash, one problem hash per problem.
+    assert {t.template_hash for t in plan} == {template_hash()}
+    assert len({t.config_hash for t in plan}) == len({(t.model, t.config_hash) for t in plan}) == 6
+    assert len({t.problem_hash for t in plan}) == len({t.problem_id for t in plan}) == 74
     ready = plan.ready(set())
     assert len(ready) == 888 and all(t.hop == 0 for t in ready)
 
@@ -128,6 +129,12 @@ def test_ready_semantics(problems, roster):
     assert [t.trial_id for t in plan.newly_ready(f"{p}/chain0/h0", done)] == [f"{p}/chain0/h1"]
     assert plan.ready(set(ids(plan))) == []
     assert plan.descendants([f"{p}/chain0/h0"]) == [f"{p}/chain0/h1", f"{p}/chain0/h2"]
+    assert plan.descendants([f"{p}/chain0/h1", f"{p}/chain0/h0"]) == [f"{p}/chain0/h2"]   # never the starts
+    assert plan.descendants([f"{p}/chain0/h2"]) == [] and plan.depth() == 3
+    # The scheduler's priority: the longest path hanging off each trial, itself included.
+    tails = dict(zip(ids(plan), plan.graph.tail_lengths()))
+    assert [tails[f"{p}/chain0/h{k}"] for k in range(3)] == [3, 2, 1]
+    assert (tails[f"{p}/r0/solo_cutedsl"], tails[f"{p}/r0/cutedsl2tirx_skill"]) == (2, 1)
 
 
 def test_plan_refuses_duplicates_and_missing_sources():

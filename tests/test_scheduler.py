@@ -11,7 +11,7 @@ from pathlib import Path
 from mkb_ray.campaign.plan import Plan
 from mkb_ray.campaign.runner import TrialContext
 from mkb_ray.campaign.scheduler import Scheduler, SchedulerSettings
-from mkb_ray.campaign.trial import Trial
+from mkb_ray.records import Trial
 from mkb_ray.store.sqlite_store import RunStore
 from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
 

@@ -17,10 +17,12 @@ from typing import Optional
 
 import pytest
 
-from mkb_ray.campaign.trial import Trial, TrialOutcome
+from mkb_ray.records import Trial, TrialOutcome
 from mkb_ray.records import AttemptConfig, AttemptRecord, LLMCallRecord, LLMUsage, SubmissionRecord
 from mkb_ray.store import (ArtifactStore, OutcomeConflict, RecordError, RunStore, StoreError, StoreLocked)
-from mkb_ray.verdict import CheckResult, Verdict
+from mkb_ray.store._outcome_rows import ArtifactRow, OutcomeUpdate, PlanRow, SkillRow, SubmissionRow, UsageRow
+from mkb_ray.store._schema import TRIAL_ROW_COLUMNS
+from mkb_ray.records import CheckResult, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "smollm2"
@@ -181,8 +183,12 @@ def test_plan_and_done_ids(planned) -> None:
     skill = rows[f"{MODEL}/{PROBLEMS[1]}/r0/cutedsl2tirx_skill"]
     assert skill.depends_on == (f"{MODEL}/{PROBLEMS[1]}/r0/solo_cutedsl",) and skill.status == "planned"
     assert [r.plan_order for r in store.trial_rows()] == sorted(r.plan_order for r in rows.values())
-    assert store.dependants([f"{MODEL}/{PROBLEMS[0]}/chain0/h0"]) == {
-        f"{MODEL}/{PROBLEMS[0]}/chain0/h1", f"{MODEL}/{PROBLEMS[0]}/chain0/h2"}
+    chain = f"{MODEL}/{PROBLEMS[0]}/chain0"
+    assert store.dependants([f"{chain}/h0"]) == {f"{chain}/h1", f"{chain}/h2"}
+    assert store.dependants([f"{chain}/h1", f"{chain}/h0"]) == {f"{chain}/h2"}      # never the starts themselves
+    solo = f"{MODEL}/{PROBLEMS[0]}/r0/solo_tirx"
+    assert store.dependants([solo]) == {f"{MODEL}/{PROBLEMS[0]}/r0/tirx2cutedsl_skill"}
+    assert store.dependants(["not/stored"]) == set()
 
 
 def test_outcome_rows_match_the_record(planned) -> None:
@@ -239,13 +245,13 @@ def snapshot(store: RunStore) -> dict[str, list]:
             for table in ("trials", "submissions", "usage", "skills", "artifacts")}
 
 
-def test_a_batch_failing_midway_leaves_nothing(planned) -> None:
+def test_a_batch_with_one_malformed_record_leaves_nothing(planned) -> None:
     store, trials = planned
     store.write_outcomes([make_outcome(trials[0])])
     before = snapshot(store)
     good = [make_outcome(t) for t in trials[1:4]]
-    # The fourth outcome's record passes the Python-side parse but SQLite refuses its value (a STRICT REAL column
-    # given text) after the first three trials' rows were already inserted in the transaction.
+    # The fourth outcome's record gives a number as text: its validation refuses the batch before anything is
+    # written (test_a_batch_sqlite_refuses_midway_is_rolled_back fails it inside the transaction).
     bad_record = json.loads(make_outcome(trials[4]).record_json)
     bad_record["submissions"][1]["verdict"]["speedup"] = "fast"
     bad = replace(make_outcome(trials[4]), record_json=json.dumps(bad_record))
@@ -258,6 +264,38 @@ def test_a_batch_failing_midway_leaves_nothing(planned) -> None:
     assert store.done_ids() == {trials[0].trial_id}
     store.write_outcomes(good)                                      # the good ones go through afterwards
     assert store.done_ids() == {t.trial_id for t in trials[:4]}
+
+
+def test_a_batch_sqlite_refuses_midway_is_rolled_back(planned) -> None:
+    store, trials = planned
+    store.write_outcomes([make_outcome(trials[0])])
+    before = snapshot(store)
+    good = [make_outcome(t) for t in trials[1:4]]
+    # A valid record whose integer does not fit SQLite's 64 bits: refused by SQLite only after the batch's trial
+    # updates and the first three trials' submissions were executed in the transaction.
+    bad_record = json.loads(make_outcome(trials[4]).record_json)
+    bad_record["submissions"][1]["kernel_bytes"] = 2**63
+    bad = replace(make_outcome(trials[4]), record_json=json.dumps(bad_record))
+    with pytest.raises(StoreError, match="refused by SQLite, nothing written"):
+        store.write_outcomes(good + [bad])
+    assert snapshot(store) == before
+    assert store.done_ids() == {trials[0].trial_id}
+    store.write_outcomes(good)
+    assert store.done_ids() == {t.trial_id for t in trials[:4]}
+
+
+def test_row_types_are_the_tables_columns(planned) -> None:
+    store, _ = planned
+
+    def columns(table: str) -> tuple[str, ...]:
+        return tuple(r[1] for r in store.connection.execute(f"PRAGMA table_info({table})"))
+
+    # The outcome update names its trial last (the row it updates); the table has it first, with the plan.
+    assert columns("trials") == PlanRow._fields + OutcomeUpdate._fields[:-1] == TRIAL_ROW_COLUMNS
+    assert OutcomeUpdate._fields[-1] == "trial_id"
+    for table, row in (("submissions", SubmissionRow), ("usage", UsageRow), ("skills", SkillRow),
+                       ("artifacts", ArtifactRow)):
+        assert columns(table) == row._fields, table
 
 
 @pytest.mark.parametrize("mutate, field", [
@@ -347,7 +385,7 @@ def test_reopen_keeps_everything(tmp_path: Path) -> None:
 WRITER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
-    from mkb_ray.campaign.trial import Trial, TrialOutcome
+    from mkb_ray.records import Trial, TrialOutcome
     from mkb_ray.store import RunStore
 
     run_dir, template_path, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from mkb_ray.campaign.trial import Trial
+from mkb_ray.records import Trial
 from mkb_ray.records import AttemptRecord
 from mkb_ray.synthetic import (ClaimContext, SyntheticClaim, SyntheticSpec, evolve, fresh_claims, parse_skill,
                                render_skill, strip_ground_truth, synthetic_outcome, tier_probabilities)
@@ -167,7 +167,10 @@ def test_skill_effect_follows_the_closure_share_and_source_tier() -> None:
         assert abs(counts["pass"] / n - expected.pass_) < 0.04, (tier, counts, expected)
 
 
-def test_evolution_rates_are_recovered_from_a_long_chain() -> None:
+def test_generator_self_check_evolution_rates_of_a_long_chain() -> None:
+    """The generator against its own spec: the lineage read back here is the ground truth the generator wrote into
+    each SKILL.md (parent ids and edges), so this checks the draws, not a lineage recovery. The real recovery
+    test (lineage inferred from the claim texts alone) comes with the lineage issue."""
     spec = SyntheticSpec(seed=11, evolution=EvolutionRates(drop_rate=0.1, mutate_rate=0.2, strengthen_rate=0.15,
                                                            weaken_rate=0.1, new_claims_per_hop=2.0))
     hops: list[list[SyntheticClaim]] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mkb_ray.validate import validate
+from mkb_ray.judge.validate import validate
 
 from conftest import has_gpu
 

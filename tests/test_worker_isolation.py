@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 
+from mkb_ray.judge_worker.request import JudgeOptions, JudgeRequest
+
 from conftest import EXAMPLE_PROBLEM, REPO
 
 # Making a module None in sys.modules makes any import of it fail, as if it were not installed.
 BLOCK_AND_RUN = """
 import sys
-for name in ("pydantic", "ray", "rich", "polars", "yaml", "litellm", "networkx", "mkb_ray.verdict", "mkb_ray.judge"):
+for name in ("pydantic", "ray", "rich", "polars", "yaml", "litellm", "networkx", "mkb_ray.records", "mkb_ray.judge", "mkb_ray.store", "mkb_ray.campaign"):
     sys.modules[name] = None
 import runpy
 sys.argv = ["mkb_ray.judge_worker"]
@@ -22,10 +24,9 @@ runpy.run_module("mkb_ray.judge_worker", run_name="__main__")
 
 def _run_worker(kernel: str, tmp_path) -> tuple[dict, str]:
     read_fd, write_fd = os.pipe()
-    request = {
-        "problem_id": EXAMPLE_PROBLEM, "problem_path": str(REPO / "problems" / f"{EXAMPLE_PROBLEM}.py"),
-        "kernel_path": kernel, "dsl": "tirx", "device": "cpu", "preset": "smoke", "seed": 3, "warmup": 1, "timed": 2,
-    }
+    request = JudgeRequest(problem_id=EXAMPLE_PROBLEM, problem_path=str(REPO / "problems" / f"{EXAMPLE_PROBLEM}.py"),
+                           kernel_path=kernel, dsl="tirx", device="cpu", preset="smoke", seed=3,
+                           options=JudgeOptions(warmup=1, timed=2)).as_json_dict()
     message = json.dumps({"request": request, "nonce": "n0nce", "result_fd": write_fd})
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.run([sys.executable, "-c", BLOCK_AND_RUN], input=message.encode(), capture_output=True,

@@ -25,6 +25,8 @@ class Budget:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.turns = 0
+        self.turn_durations_s: list[float] = []  # attempt-clock seconds of each finished turn (call + judging)
+        self._turn_started: Optional[float] = None
 
     def start(self) -> None:
         if self._started is None:
@@ -56,11 +58,24 @@ class Budget:
 
     def start_turn(self) -> int:
         self.turns += 1
+        self._turn_started = self.elapsed_s()
         return self.turns
 
+    def end_turn(self) -> None:
+        """The turn started last is over (its reply handled, its kernel judged): remember how long it took."""
+        if self._turn_started is not None:
+            self.turn_durations_s.append(self.elapsed_s() - self._turn_started)
+            self._turn_started = None
+
+    def expected_turn_s(self) -> float:
+        """What the next turn is expected to cost: the slowest turn of this attempt so far (0 before the first).
+        The slowest, not the mean: prompts grow from turn to turn, and one turn too many costs the closing one."""
+        return max(self.turn_durations_s, default=0.0)
+
     def stop_reason(self, reserve_s: float = 0.0) -> Optional[str]:
-        """Why no further turn may start (None: go on). `reserve_s` keeps wall time back for a closing turn."""
-        if self.remaining_s() <= reserve_s:
+        """Why no further turn may start (None: go on). `reserve_s` keeps wall time back for a closing turn: a
+        turn starts only if, after the time it is expected to take, at least `reserve_s` would be left."""
+        if self.remaining_s() - self.expected_turn_s() <= reserve_s:
             return "wall_clock"
         left = self.tokens_left()
         if left is not None and left <= 0:

@@ -1,13 +1,18 @@
 """The chat agent, for models without tool calling: code in, verdict out.
 
 Each reply's ```python block is the kernel (it is submitted, and the verdict report is the next user message); a
-```skill block replaces SKILL.md. After the loop ends, one closing turn asks for the final SKILL.md alone — the
-one thing a small model reliably does when asked plainly — so a skill exists even if the model never volunteered
-one. Malformed replies (empty, no code block, oversized, text that is not UTF-8) cost a turn and are answered with
-a plain message; nothing a model sends can crash the attempt.
+```skill block replaces SKILL.md, which is written to disk at once: the last good version is what is handed on.
+SKILL.md is kept current through the attempt, not left to its end: a model that has not written one when its first
+verdict comes back is asked for it then (one checkpoint request, between kernel turns); after the loop, one closing
+turn asks for the final SKILL.md alone — the one thing a small model reliably does when asked plainly — which then
+only refines it. A turn (or the checkpoint) starts only when the time it is expected to take, measured from this
+attempt's own turns, still leaves the closing turn its reserve, so whether a skill exists does not depend on how
+fast the machine is. Malformed replies (empty, no code block, oversized, text that is not UTF-8) cost a turn and
+are answered with a plain message; nothing a model sends can crash the attempt.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -24,8 +29,6 @@ SKILL_TAGS = ("skill", "skill.md")
 # The closing turn also accepts these, since small models label markdown as markdown.
 LOOSE_SKILL_TAGS = SKILL_TAGS + ("markdown", "md")
 
-_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)[^\n`]*$")
-
 
 @dataclass(frozen=True)
 class Block:
@@ -34,29 +37,26 @@ class Block:
     closed: bool  # False: the reply ended inside the block (e.g. the model ran out of tokens)
 
 
+@functools.lru_cache(maxsize=1)
+def _markdown() -> Any:
+    from markdown_it import MarkdownIt  # installed with rich; CommonMark fences, including unclosed ones
+
+    return MarkdownIt("commonmark")
+
+
 def fenced_blocks(text: str) -> list[Block]:
-    """The fenced code blocks of a markdown text, in order. An unclosed fence runs to the end of the text."""
-    blocks: list[Block] = []
+    """The fenced code blocks of a markdown text, in order (CommonMark rules: ``` or ~~~, up to three spaces of
+    indentation, nested in lists or quotes too). An unclosed fence runs to the end of the text."""
     lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        opening = _FENCE.match(lines[i])
-        if not opening:
-            i += 1
+    blocks: list[Block] = []
+    for token in _markdown().parse(text):
+        if token.type != "fence" or token.map is None:
             continue
-        fence, tag = opening.group(1), opening.group(2).lower()
-        body: list[str] = []
-        i += 1
-        closed = False
-        while i < len(lines):
-            stripped = lines[i].strip()
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                closed = True
-                i += 1
-                break
-            body.append(lines[i])
-            i += 1
-        blocks.append(Block(tag=tag, body="\n".join(body), closed=closed))
+        first, end = token.map
+        last = lines[end - 1].strip() if end - 1 > first and end - 1 < len(lines) else ""
+        closed = bool(last) and set(last) == {token.markup[0]} and len(last) >= len(token.markup)
+        tag = token.info.split()[0].lower() if token.info.strip() else ""
+        blocks.append(Block(tag=tag, body=token.content.removesuffix("\n"), closed=closed))
     return blocks
 
 
@@ -97,6 +97,7 @@ class ChatAgent:
         self.history_reply_chars = max(4_000, min(60_000, context_chars // 3))
         self.skill_md = ""
         self.skill_updated_turn = 0  # the turn whose reply last replaced SKILL.md
+        self.checkpoint_asked = False  # the mid-attempt SKILL.md request was made (see _needs_checkpoint)
         self.kernel: Optional[str] = None
         self.messages: list[dict[str, Any]] = []
 
@@ -178,17 +179,62 @@ class ChatAgent:
                 stop = stopped.reason
                 break
             feedback, refused_for_budget = await self._handle(reply.content)
+            budget.end_turn()
             if last_turn or refused_for_budget:
                 stop = "submissions"
             elif budget.spec.submissions and budget.submissions_left == 0:
                 last_turn = True
                 feedback += "\n\n" + self._say("last_submission")
             self._remember(reply.content, feedback + "\n\n" + self._budget_status(turn + 1))
+            if stop is None and not last_turn and self._needs_checkpoint():
+                stop = await self._skill_checkpoint(turn)
         # The last-turn message already asked for SKILL.md: a model that answered needs no second request.
         if not (last_turn and stop == "submissions" and self.skill_updated_turn == budget.turns):
             await self._closing_skill_turn(stop)
         ctx.transcript.log("stop", reason=stop)
         return AgentOutcome(stop_reason=stop, final_kernel=self.kernel, skill_md=self.skill_md)
+
+    def _needs_checkpoint(self) -> bool:
+        """SKILL.md is still empty although a verdict came back: ask for it now rather than only at the end, so
+        that a skill exists (and is handed on) however the attempt ends. Once per attempt."""
+        return (not self.skill_md and not self.checkpoint_asked
+                and any(s.counted for s in self.ctx.submissions))
+
+    async def _skill_checkpoint(self, turn: int) -> Optional[str]:
+        """One SKILL.md request between kernel turns. It is started only when the closing reserve would still be
+        left after it (as a turn is); returns a stop reason when the model could not be reached."""
+        ctx = self.ctx
+        self.checkpoint_asked = True
+        if ctx.budget.stop_reason(ctx.skill_reserve_s()) is not None:
+            return None  # no time for it: the closing turn asks instead
+        request = self._say("skill_checkpoint")
+        before = list(self.messages)
+        self._append_user(request)
+        ctx.transcript.message("user", request, purpose="skill_checkpoint")
+        try:
+            reply = await ctx.complete(self.messages, turn=turn, purpose="skill_checkpoint",
+                                       prefill=self._opening("skill"))
+        except AttemptStopped as stopped:
+            self.messages = before  # the request stays unanswered; the closing turn asks again
+            return stopped.reason if stopped.reason in ("llm_error", "context_overflow", "tokens") else None
+        skill = pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
+        refusal = self._set_skill(skill) if skill is not None else None
+        if skill is not None and refusal is None:
+            self.skill_updated_turn = turn
+            follow = self._say("skill_saved")
+        else:
+            follow = refusal or self._say("skill_not_saved")
+        self._remember(reply.content, follow + "\n\n" + self._budget_status(turn + 1))
+        return None
+
+    def _append_user(self, text: str) -> None:
+        """Add a user message; merged into the last one when that is a user message too (two user messages in a
+        row confuse some chat templates)."""
+        last = self.messages[-1]
+        if last["role"] == "user":
+            self.messages[-1] = {**last, "content": f"{last['content']}\n\n{text}"}
+        else:
+            self.messages.append({"role": "user", "content": text})
 
     async def _closing_skill_turn(self, stop: str) -> None:
         """Ask once for the final SKILL.md, unless the model cannot be asked any more."""
@@ -197,12 +243,7 @@ class ChatAgent:
         why = {"submissions": "the submission budget is spent", "wall_clock": "the time budget is nearly spent",
                "max_turns": "the turn budget is spent"}.get(stop, stop)
         request = self._say("final_skill", why=why)
-        last = self.messages[-1]
-        # Merged into the last user message: two user messages in a row confuse some chat templates.
-        if last["role"] == "user":
-            self.messages[-1] = {**last, "content": f"{last['content']}\n\n{request}"}
-        else:
-            self.messages.append({"role": "user", "content": request})
+        self._append_user(request)
         self.ctx.transcript.message("user", request, purpose="skill")
         try:
             reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill",

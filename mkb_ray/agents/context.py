@@ -19,7 +19,7 @@ from typing import Any, Callable, Optional, Protocol, Union
 
 from ..llm.client import LLMCallError, LLMClient, LLMReply
 from ..records import AttemptConfig, LLMCallRecord, LLMUsage, SubmissionRecord
-from ..verdict import Verdict
+from ..records import Verdict
 from .budget import Budget
 from .evaluator_port import EvaluatorPort
 

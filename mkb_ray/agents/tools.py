@@ -24,13 +24,16 @@ MAX_COMMAND_CHARS = 100_000
 
 MESSAGES = "workspace_messages.md"  # in mkb_ray/agents/templates/, so template_hash() covers them
 
+
 def say(section: str, **values: object) -> str:
     """One model-facing message with its $placeholders filled (a missing value raises KeyError)."""
     return render_section(MESSAGES, section, **values).strip("\n")
 
 
-def tool_schemas(shell_timeout_s: float) -> list[dict[str, Any]]:
-    """The four tools in OpenAI function-calling format."""
+def tool_schemas(shell_timeout_s: float, skill_only: bool = False) -> list[dict[str, Any]]:
+    """The four tools in OpenAI function-calling format. `skill_only` (the closing SKILL.md turn): write_file
+    alone, its path fixed to SKILL.md — a server that enforces the schema (vLLM with a forced tool) then cannot
+    write anywhere else."""
 
     def function(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
         return {"type": "function", "function": {
@@ -38,6 +41,10 @@ def tool_schemas(shell_timeout_s: float) -> list[dict[str, Any]]:
             "parameters": {"type": "object", "properties": properties, "required": list(properties),
                            "additionalProperties": False}}}
 
+    if skill_only:
+        return [function("write_file", "Write the whole SKILL.md in /workspace, replacing it.",
+                         {"path": {"type": "string", "enum": ["SKILL.md"], "description": "SKILL.md"},
+                          "content": {"type": "string", "description": "the complete SKILL.md"}})]
     return [
         function("shell", f"Run a bash command in /workspace (fresh shell each call, no network, no GPU, "
                           f"{shell_timeout_s:.0f} s limit). Returns the exit code, stdout and stderr.",

@@ -9,15 +9,17 @@ the host reads them without following links.
 
 Every reply is one turn. A reply without a tool call, a call to an unknown tool or with bad arguments costs its
 turn and is answered with a message saying what to send instead; nothing the model sends can crash the attempt.
-After the last judged submission the model gets a few grace turns to leave its final kernel and SKILL.md. If
-SKILL.md is still empty when the loop ends, one closing turn asks for it.
+After the last judged submission the model gets a few grace turns to leave its final kernel and SKILL.md. Every
+verdict that finds SKILL.md still empty says so (the file is what is handed on, so it should be current before the
+end); if it is still empty when the loop ends, one closing turn asks for it. A turn starts only when the time it
+is expected to take (this attempt's slowest turn) still leaves the closing turn its reserve.
 """
 from __future__ import annotations
 
 import logging
 import shlex
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 from ..llm.client import LLMReply, ToolCall
 from .chat import fenced_blocks, pick_skill
@@ -25,8 +27,8 @@ from .context import AgentOutcome, AttemptContext, AttemptStopped, clean_text, c
 from .sandbox import (SandboxLimits, SandboxPolicy, WorkspaceFileError, bwrap_path, default_policy,
                       prepare_workspace, read_workspace_file, run_sandboxed)
 from .skill import SKILL_MAX_CHARS, render, render_section
-from .tools import (FinishArgs, ShellArgs, SubmitArgs, ToolCallProblem, WriteFileArgs, compact_arguments,
-                    format_shell_result, parse_tool_call, say, tool_schemas)
+from .tools import (TOOL_NAMES, FinishArgs, ShellArgs, SubmitArgs, ToolCallProblem, WriteFileArgs,
+                    compact_arguments, format_shell_result, parse_tool_call, say, tool_schemas)
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +37,7 @@ DOCS_DIR = Path(__file__).resolve().parent / "docs"
 MAX_CALLS_PER_REPLY = 8
 # Turns the model keeps after its last judged submission, to leave kernel.py and SKILL.md in order.
 GRACE_TURNS = 3
-# The wall time held back for the closing SKILL.md turn: 10 % of the budget, at most 5 minutes (as the chat agent).
-# How the protocol names each DSL's docs (the task statement's own heading uses mkb_ray.attempt.DSL_NAMES).
+# How the protocol names each DSL's docs (the task statement's own heading uses mkb_ray.agents.attempt.DSL_NAMES).
 DSL_DOC_NAMES = {"tirx": "TIRx", "cutedsl": "CuTe DSL"}
 # Host-side read cap for kernel.py. Up to it, an oversized kernel is refused with its exact size; beyond it the
 # file is not read whole (and the refusal reports the cap).
@@ -48,10 +49,15 @@ class WorkspaceAgent:
     anything the model does. A machine without bubblewrap raises `SandboxUnavailable` before the first turn."""
 
     def __init__(self, ctx: AttemptContext, policy: Optional[SandboxPolicy] = None,
-                 tool_choice: Optional[str] = "auto") -> None:
+                 tool_choice: Union[str, Sequence[str]] = "auto") -> None:
         self.ctx = ctx
         self.policy = policy or default_policy()
-        self.tool_choice = tool_choice
+        # One value for every turn, or one per turn (the last repeats): "auto", "required", "none" or a tool name,
+        # which forces that tool (a named tool choice). A per-turn sequence lets a model too weak to pick tools
+        # be walked through write_file → submit → shell while it still writes every argument itself.
+        self.tool_choices = [tool_choice] if isinstance(tool_choice, str) else list(tool_choice)
+        if not self.tool_choices:
+            raise ValueError("tool_choice needs at least one value")
         self.workspace = Path(ctx.out_dir) / "workspace"
         context_chars = int(ctx.client.context_tokens * 3)
         # One tool result may take about a third of the context of a small model, at most 24k characters.
@@ -110,11 +116,12 @@ class WorkspaceAgent:
                 break
             turn = budget.start_turn()
             try:
-                reply = await ctx.complete(self.messages, turn=turn, tools=tools, tool_choice=self.tool_choice)
+                reply = await ctx.complete(self.messages, turn=turn, tools=tools, tool_choice=self._tool_choice(turn))
             except AttemptStopped as stopped:
                 stop = stopped.reason
                 break
             await self._handle(reply, turn)
+            budget.end_turn()
             if self.finished:
                 stop = "finished"
             elif self.stop_after_turn:
@@ -218,9 +225,21 @@ class WorkspaceAgent:
         elif outcome.record.counted and budget.spec.submissions and budget.submissions_left == 0:
             self.grace_turns = GRACE_TURNS
             report += "\n\n" + say("last_submission", grace=GRACE_TURNS)
+        if outcome.record.counted and not self._skill_text():
+            report += "\n\n" + say("skill_reminder")
         return report
 
     # -- bookkeeping ------------------------------------------------------------------------------------------
+    def _tool_choice(self, turn: int, closing: bool = False) -> Union[str, dict[str, Any]]:
+        """The tool_choice of `turn` (1-based). The closing SKILL.md turn forces write_file when the turns were
+        forced to a tool at all (anything but auto/none), since that is the one tool it can use."""
+        choice = self.tool_choices[min(turn, len(self.tool_choices)) - 1]
+        if closing and choice not in ("auto", "none"):
+            choice = "write_file"
+        if choice in TOOL_NAMES:
+            return {"type": "function", "function": {"name": choice}}
+        return choice
+
     def _count_grace_turn(self) -> None:
         if self.grace_turns is None:
             return
@@ -277,8 +296,8 @@ class WorkspaceAgent:
         self.ctx.transcript.message("user", request, purpose="skill")
         try:
             reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill",
-                                            tools=tool_schemas(self.policy.limits.wall_timeout_s),
-                                            tool_choice=self.tool_choice)
+                                            tools=tool_schemas(self.policy.limits.wall_timeout_s, skill_only=True),
+                                            tool_choice=self._tool_choice(self.ctx.budget.turns + 1, closing=True))
         except AttemptStopped as stopped:
             log.info("no closing SKILL.md turn: %s", stopped)
             return
@@ -293,5 +312,5 @@ class WorkspaceAgent:
 
 
 def make_workspace_agent(ctx: AttemptContext) -> WorkspaceAgent:
-    """The factory `mkb_ray.attempt.run_attempt` uses for agent 'workspace'."""
+    """The factory `mkb_ray.agents.attempt.run_attempt` uses for agent 'workspace'."""
     return WorkspaceAgent(ctx)

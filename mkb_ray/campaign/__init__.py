@@ -2,17 +2,17 @@
 
     config.py     ExperimentConfig, load_experiment (every field checked; errors name file and field)
     plan.py       plan_campaign: deterministic trial ids and dependencies; find_stale; estimate
-    trial.py      Trial (one planned attempt), TrialOutcome (what the store keeps)
     scheduler.py  Scheduler: where a hop is scheduled (dispatch, retries, batching writes, Ctrl-C)
     runner.py     execute_trial: the body of a trial's Ray task (a real attempt or a synthetic draw)
     services.py   evaluator actors and model servers of a campaign (start, health, restart)
-    run_cli.py    `mkb run`; plan_cli.py `mkb plan`; summary.py the printed summary
+    summary.py    what `mkb run` summarises from the store
+Trials and outcomes are records (`mkb_ray.records`); the commands are `mkb plan` and `mkb run` (`mkb_ray.cli`).
 """
 from __future__ import annotations
 
+from ..records import Trial, TrialOutcome
 from .config import ExperimentConfig, ExperimentConfigError, config_hash, load_experiment
 from .plan import Plan, estimate, find_stale, plan_campaign
-from .trial import Trial, TrialOutcome
 
 __all__ = ["ExperimentConfig", "ExperimentConfigError", "Plan", "Trial", "TrialOutcome", "config_hash", "estimate",
            "find_stale", "load_experiment", "plan_campaign"]

@@ -19,12 +19,12 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, AbstractSet, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, Iterator, Mapping, Optional, Sequence
 
 from ..judge_worker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
 from .config import BENCHMARK_ARMS, ExperimentConfig, check_references, model_concurrency, resolve_agent, \
     resolve_target
-from .trial import Trial
+from ..records import Trial, TrialGraph
 
 if TYPE_CHECKING:
     from ..models.roster import ModelSpec
@@ -60,28 +60,11 @@ class Plan:
     trials: list[Trial]
     synthetic: bool = False
     by_id: _Index = field(init=False, repr=False)
-    _dependants: dict[str, list[int]] = field(init=False, repr=False)
-    _position: dict[str, int] = field(init=False, repr=False)
-    _roots: list[int] = field(init=False, repr=False)
+    graph: TrialGraph = field(init=False, repr=False, compare=False)  # positions index `trials`
 
     def __post_init__(self) -> None:
-        self.by_id = _Index()
-        self._position = {}
-        self._dependants = {}
-        self._roots = []
-        for i, trial in enumerate(self.trials):
-            tid = trial.trial_id
-            if tid in self._position:
-                raise ValueError(f"duplicate trial id {tid}")
-            deps = trial.depends_on
-            for dep in deps:
-                if dep not in self._position:
-                    raise ValueError(f"trial {tid} depends on {dep}, which is not planned before it")
-                self._dependants.setdefault(dep, []).append(i)
-            if not deps:
-                self._roots.append(i)
-            self.by_id[tid] = trial
-            self._position[tid] = i
+        self.graph = TrialGraph(self.trials)  # raises ValueError on a duplicate id or a trial before its source
+        self.by_id = _Index((t.trial_id, t) for t in self.trials)
 
     def __len__(self) -> int:
         return len(self.trials)
@@ -90,11 +73,11 @@ class Plan:
         return iter(self.trials)
 
     def __contains__(self, trial_id: object) -> bool:
-        return trial_id in self._position
+        return trial_id in self.graph
 
     def dependants(self, trial_id: str) -> list[Trial]:
         """Trials that wait on `trial_id` directly (skill arms of a solo arm, the next hop of a chain)."""
-        return [self.trials[j] for j in self._dependants.get(trial_id, ())]
+        return self.graph.dependants(trial_id)
 
     def counts_by_kind(self) -> dict[str, int]:
         return dict(Counter(t.kind for t in self.trials))
@@ -112,47 +95,21 @@ class Plan:
 
     def depth(self) -> int:
         """Trials on the longest dependency path (a solo arm 1, solo → skill 2, a 100-hop chain 100)."""
-        level: dict[str, int] = {}
-        deepest = 0
-        for t in self.trials:  # dependency order: a trial's sources already have their level
-            d = 1 + max((level[dep] for dep in t.depends_on), default=0)
-            level[t.trial_id] = d
-            deepest = max(deepest, d)
-        return deepest
-
-    def _ready(self, candidates: Iterable[int], done: AbstractSet[str]) -> list[Trial]:
-        trials = self.trials
-        out = [j for j in set(candidates) if trials[j].trial_id not in done
-               and all(dep in done for dep in trials[j].depends_on)]
-        out.sort()
-        return [trials[j] for j in out]
+        return self.graph.depth()
 
     def ready(self, done: AbstractSet[str]) -> list[Trial]:
         """Trials not in `done` whose dependencies all are, in plan order. Costs O(roots + |done|), not a scan
         of every trial (a 100-hop campaign has ~900 roots among ~90k trials); ids in `done` that are not planned
         are ignored."""
-        candidates = list(self._roots)
-        dependants = self._dependants
-        for tid in done:
-            following = dependants.get(tid)
-            if following:
-                candidates.extend(following)
-        return self._ready(candidates, done)
+        return self.graph.ready(done)
 
     def newly_ready(self, finished: str, done: AbstractSet[str]) -> list[Trial]:
         """The dependants of `finished` that `done` (which includes it) makes ready: the scheduler's O(1) step."""
-        return self._ready(self._dependants.get(finished, ()), done)
+        return self.graph.newly_ready(finished, done)
 
     def descendants(self, trial_ids: Sequence[str]) -> list[str]:
         """Every trial downstream of `trial_ids` (not themselves), in plan order."""
-        seen: set[int] = set()
-        stack = [j for tid in trial_ids for j in self._dependants.get(tid, ())]
-        while stack:
-            j = stack.pop()
-            if j not in seen:
-                seen.add(j)
-                stack.extend(self._dependants.get(self.trials[j].trial_id, ()))
-        return [self.trials[j].trial_id for j in sorted(seen)]
+        return self.graph.descendants(trial_ids)
 
 
 def trial_config_hash(spec: "ModelSpec", budget: "BudgetSpec", agent: str, target: str,
@@ -197,15 +154,18 @@ def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roste
                     prefix = f"{model}/{pid}/r{r}/"
                     for arm_name in arms:
                         dsl, arm, source = _ARMS[arm_name]
-                        add(Trial(prefix + arm_name, model, pid, dsl, targets[dsl], arm, "benchmark", r, None,
-                                  None, prefix + source if source else None, arm_name, cfg[dsl], phash, template))
+                        add(Trial(trial_id=prefix + arm_name, model=model, problem_id=pid, dsl=dsl,
+                                  target=targets[dsl], arm=arm, kind="benchmark", replicate=r,
+                                  skill_from=prefix + source if source else None, arm_name=arm_name,
+                                  config_hash=cfg[dsl], problem_hash=phash, template_hash=template))
         if config.chains is not None:
             _plan_chains(config, model, selection.chains, problem_hashes, targets, cfg, template, add)
     return Plan(trials, synthetic=config.is_synthetic)
 
 
 def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], problem_hashes: dict[str, str],
-                 targets: dict[str, str], cfg: dict[str, str], template: str, add) -> None:
+                 targets: dict[str, str], cfg: dict[str, str], template: str,
+                 add: Callable[[Trial], None]) -> None:
     chains = config.chains
     assert chains is not None  # the caller checked
     baselines = config.chain_baselines
@@ -220,13 +180,15 @@ def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], p
             previous: Optional[str] = None
             for k, dsl in enumerate(hop_dsls[start]):
                 tid = prefix + hop_names[k]
-                add(Trial(tid, model, pid, dsl, targets[dsl], "skill" if previous else "solo", "chain_hop", 0, c,
-                          k, previous, None, cfg[dsl], phash, template))
+                add(Trial(trial_id=tid, model=model, problem_id=pid, dsl=dsl, target=targets[dsl],
+                          arm="skill" if previous else "solo", kind="chain_hop", chain=c, hop=k, skill_from=previous,
+                          config_hash=cfg[dsl], problem_hash=phash, template_hash=template))
                 previous = tid
             for dsl in chains.dsls_used(start):
                 for r in range(baselines):
-                    add(Trial(f"{prefix}base_{dsl}_r{r}", model, pid, dsl, targets[dsl], "solo", "chain_base", r, c,
-                              None, None, None, cfg[dsl], phash, template))
+                    add(Trial(trial_id=f"{prefix}base_{dsl}_r{r}", model=model, problem_id=pid, dsl=dsl,
+                              target=targets[dsl], arm="solo", kind="chain_base", replicate=r, chain=c,
+                              config_hash=cfg[dsl], problem_hash=phash, template_hash=template))
 
 
 def find_stale(plan: Plan, stored: Mapping[str, Sequence[str]], include_dependants: bool = False) -> list[str]:

@@ -2,7 +2,7 @@
 
 It runs on any node of the cluster, so it takes everything by value (the trial, the source SKILL.md text, the
 model endpoint, the evaluator actor handle) and returns a `TrialOutcome` carrying the record and every artifact as
-bytes: the driver, the store's only writer, needs no shared filesystem. Real trials run `mkb_ray.attempt`
+bytes: the driver, the store's only writer, needs no shared filesystem. Real trials run `mkb_ray.agents.attempt`
 (the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` — optionally with the synthetic
 agent's final kernel (the problem's shipped solution) judged for real, to exercise evaluators under faults.
 """
@@ -16,9 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from .trial import Trial, TrialOutcome
+from ..records import Trial, TrialOutcome
 
-# Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.attempt).
+# Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.agents.attempt).
 _SKIP_SUFFIXES = (".tmp",)
 
 
@@ -60,7 +60,7 @@ def outcome_from_attempt(trial: Trial, out_dir: Path) -> TrialOutcome:
 async def run_real_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any,
                          api_base: Optional[str], evaluator: Any) -> TrialOutcome:
     """One real attempt: the roster model `spec` (served at `api_base`, or its provider API) and the evaluator."""
-    from ..attempt import run_attempt
+    from ..agents.attempt import run_attempt
     from ..llm.client import LLMClient
     from ..records import AttemptConfig, BudgetSpec
 
@@ -89,7 +89,7 @@ async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext
     from ..agents.evaluator_port import as_evaluator_port
     from ..problems import load_problems
     from ..records import AttemptRecord
-    from ..verdict import Verdict
+    from ..records import Verdict
 
     problem = load_problems(Path(ctx.problems_root) if ctx.problems_root else None).get(trial.problem_id)
     variant = "tirx_cpu" if trial.target == "cpu" else trial.dsl

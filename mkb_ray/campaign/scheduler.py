@@ -19,13 +19,46 @@ import heapq
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from .plan import Plan
 from .runner import TrialContext, execute_trial
-from .trial import Trial, TrialOutcome
+from .services import EvaluatorPool
+from ..records import Trial, TrialOutcome
+
+if TYPE_CHECKING:
+    from ..models.roster import ModelSpec
 
 log = logging.getLogger(__name__)
+
+
+class OutcomeStore(Protocol):
+    """What the scheduler needs of the run store (`mkb_ray.store.RunStore` is one)."""
+
+    def done_ids(self) -> set[str]:
+        """Trials whose outcome is committed."""
+
+    def skill_text(self, trial_id: str) -> Optional[str]:
+        """The SKILL.md a done trial wrote; None when it wrote none."""
+
+    def write_outcomes(self, outcomes: Sequence[TrialOutcome]) -> None:
+        """Commit a batch of outcomes, all or none."""
+
+    def log_event(self, kind: str, trial_id: Optional[str] = None, **data: Any) -> None:
+        """Append a scheduler event."""
+
+
+class ModelServers(Protocol):
+    """What the scheduler needs of the model servers (`mkb_ray.campaign.services.ModelServices` is one)."""
+
+    def api_base(self, name: str) -> Optional[str]:
+        """Where model `name` is served; None for provider APIs."""
+
+    def healthy(self, name: str) -> bool:
+        """Whether model `name`'s server answers."""
+
+    def restart(self, name: str) -> str:
+        """Start model `name`'s server afresh; returns its new api_base."""
 
 
 @dataclass
@@ -74,10 +107,15 @@ class _Flight:
 
 
 class Scheduler:
-    """Runs the not-yet-done trials of `plan`, writing outcomes to `store` (a RunStore)."""
+    """Runs the not-yet-done trials of `plan`, writing outcomes to `store` (a RunStore).
 
-    def __init__(self, plan: Plan, store: Any, contexts: dict[str, TrialContext], concurrency: dict[str, int],
-                 specs: dict[str, Any], services: Any = None, evaluator: Any = None,
+    services: the model servers (None: nothing to restart, e.g. synthetic runs); evaluator: handed to each trial
+    task as it is (None: no real judging).
+    """
+
+    def __init__(self, plan: Plan, store: OutcomeStore, contexts: dict[str, TrialContext],
+                 concurrency: dict[str, int], specs: Mapping[str, "ModelSpec"],
+                 services: Optional[ModelServers] = None, evaluator: Optional[EvaluatorPool] = None,
                  settings: SchedulerSettings = SchedulerSettings(),
                  on_progress: Optional[Callable[[Progress], None]] = None,
                  task: Optional[Callable[..., list[TrialOutcome]]] = None) -> None:
@@ -96,17 +134,17 @@ class Scheduler:
         # Per model, ready trials by priority: the longest chain of work still hanging off a trial first (so a
         # 100-hop chain's next hop never waits behind one-off solo trials), then plan order.
         self._queues: dict[str, list[tuple[int, int, Trial]]] = {}
-        self._order = {t.trial_id: i for i, t in enumerate(plan.trials)}
-        self._tail = _tail_lengths(plan)
+        self._tail = plan.graph.tail_lengths()   # by plan position
         self._running: dict[str, int] = {}
         self._flights: dict[Any, _Flight] = {}
         self._paused: set[str] = set()
 
     # -- dispatch ------------------------------------------------------------------------------------------------
     def _enqueue(self, trials: list[Trial]) -> None:
+        index, tail = self.plan.graph.index, self._tail
         for trial in trials:
-            heapq.heappush(self._queues.setdefault(trial.model, []),
-                           (-self._tail[trial.trial_id], self._order[trial.trial_id], trial))
+            position = index(trial.trial_id)
+            heapq.heappush(self._queues.setdefault(trial.model, []), (-tail[position], position, trial))
 
     def _source_skill(self, trial: Trial) -> Optional[str]:
         if trial.skill_from is None:
@@ -272,15 +310,8 @@ class Scheduler:
         return RunResult(written=progress.done, interrupted=interrupted, progress=progress)
 
 
-def _tail_lengths(plan: Plan) -> dict[str, int]:
-    """Per trial, the number of trials on the longest dependency path that starts at it (itself included)."""
-    tail: dict[str, int] = {}
-    for trial in reversed(plan.trials):  # dependency order reversed: dependants come first
-        tail[trial.trial_id] = 1 + max((tail[d.trial_id] for d in plan.dependants(trial.trial_id)), default=0)
-    return tail
-
-
-def _execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext, spec: Any,
-                   api_base: Optional[str], evaluator: Any) -> list[TrialOutcome]:
+def _execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext,
+                   spec: Optional["ModelSpec"], api_base: Optional[str],
+                   evaluator: Optional[EvaluatorPool]) -> list[TrialOutcome]:
     """The Ray task: run trials one after another (synthetic batches; real trials come one per task)."""
     return [execute_trial(t, s, ctx, spec, api_base, evaluator) for t, s in zip(trials, skills)]

@@ -1,6 +1,7 @@
-"""The short summary printed after `mkb run`: final tiers per model and arm, skills written, what is synthetic.
+"""What `mkb run` summarises after a campaign: final tiers per model and arm, skills written, what is synthetic.
 
-Reads the store only (a stored run can be summarised again with `mkb run CONFIG` on a finished campaign).
+Reads the store only (a stored run can be summarised again with `mkb run CONFIG` on a finished campaign); the
+table itself is printed by `mkb_ray.cli.run`.
 """
 from __future__ import annotations
 
@@ -73,24 +74,3 @@ def target_notes(summary: RunSummary, has_gpu: bool) -> list[str]:
             notes.append(f"{dsl}: {n} trial(s) on the GPU variant with no GPU here: a kernel that compiles to PTX "
                          f"gets tier compile_only (never executed; neither pass nor fail)")
     return notes
-
-
-def print_summary(summary: RunSummary, run_dir: Any, has_gpu: bool, console: Any) -> None:
-    from rich.table import Table
-
-    label = ""
-    if summary.synthetic:
-        label = (" [bold yellow](SYNTHETIC agent: its kernels are the shipped solutions; tiers measured by the real "
-                 "judge)[/bold yellow]" if summary.real_judge else
-                 " [bold yellow](SYNTHETIC: drawn, not measured)[/bold yellow]")
-    table = Table(title=f"final tiers per arm — {run_dir}{label}")
-    for column in ("model", "arm", *TIER_COLUMNS):
-        table.add_column(column, justify="left" if column in ("model", "arm") else "right")
-    for (model, group), tiers in sorted(summary.tiers.items()):
-        table.add_row(model, group, *(str(tiers.get(t, 0)) for t in TIER_COLUMNS))
-    console.print(table)
-    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
-    console.print(f"{summary.trials} trials: {statuses}; a non-empty SKILL.md written by {summary.skills_written}"
-                  + (f"; {summary.synthetic} synthetic" if summary.synthetic else ""))
-    for note in target_notes(summary, has_gpu):
-        console.print(f"  {note}")

@@ -4,7 +4,9 @@ It imports only the standard library, torch, numpy and the DSL under test, so th
 from a plain checkout (`PYTHONPATH=. python -m mkb_ray.judge_worker`). The parent side (`mkb_ray.judge`) sends a
 request on stdin and reads the verdict from a private pipe; nothing the kernel prints can pass for a verdict.
 
-Modules, in pipeline order: `static_checks` (source rules) → `problem_loader` (problem + sidecar + presets) →
+`request` holds what the parent asks for (`JudgeOptions`, `JudgeRequest`: the one definition of the judging
+options, which the parent side and the command line take their defaults from). Modules, in pipeline order:
+`static_checks` (source rules) → `problem_loader` (problem + sidecar + presets) →
 `launches` (DSL compile/launch interception: counting, compile-only, knockout) → `correctness` (MKB tolerance)
 → `integrity` (runtime guards) → `timing` → `pipeline` (the whole judgement, a plain dict out).
 """

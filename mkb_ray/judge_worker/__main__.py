@@ -13,6 +13,9 @@ import sys
 
 
 def main() -> int:
+    # CuTe DSL without a GPU compiles for sm_100a unless told otherwise; our suite's GPU is sm_90a (Hopper). Set
+    # here, where the judging process starts, so a bare `python -m mkb_ray.judge_worker` behaves as the parent's.
+    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     message = json.loads(sys.stdin.read())
     sys.stdin.close()
     result = os.fdopen(int(message.pop("result_fd")), "w")
@@ -26,9 +29,10 @@ def main() -> int:
         except Exception as err:  # a broken problem is a finding of the screen, not a crash
             verdict = {"error": f"{type(err).__name__}: {err}"}
     else:
-        from .pipeline import JudgeRequest, run
+        from .pipeline import run
+        from .request import JudgeRequest
 
-        verdict = run(JudgeRequest(**message["request"]))
+        verdict = run(JudgeRequest.from_json_dict(message["request"]))
     result.write(json.dumps({"nonce": nonce, "verdict": verdict}, default=str))
     result.close()
     sys.stdout.flush()

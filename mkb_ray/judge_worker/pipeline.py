@@ -1,9 +1,8 @@
 """One judgement, from a kernel file to a verdict dict: static checks → compile → correctness → integrity →
-timing. The verdict's fields are documented on `mkb_ray.verdict.Verdict`, which validates this dict."""
+timing. The verdict's fields are documented on `mkb_ray.records.Verdict`, which validates this dict."""
 from __future__ import annotations
 
 import hashlib
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from .correctness import compare, expected_outputs, produced_outputs
 from .integrity import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
 from .launches import CallRecord, LaunchMonitor
 from .problem_loader import LoadedProblem, import_candidate, load_problem
+from .request import JudgeRequest
 from .static_checks import check_source
 from .timing import time_draws
 
@@ -23,26 +23,6 @@ SCHEMA_VERSION = 1
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
 TIMING_AUDITS = 2  # probe + knockout audits at secret positions among the timed draws
 KNOCKOUT_SEED_OFFSET = 7919  # the knockout call's draw, relative to its probe's
-
-
-@dataclass
-class JudgeRequest:
-    """What the parent asks the worker to judge (JSON on stdin)."""
-
-    problem_id: str
-    problem_path: str
-    kernel_path: str
-    dsl: str
-    device: str = "cpu"  # 'cuda': run on the GPU (compile-only if there is none); 'cpu': this machine's CPU
-    preset: str = "smoke"
-    seed: int = 0
-    correctness_draws: int = 5
-    outlier_draws: int = 2
-    warmup: int = 10
-    timed: int = 50
-    compile_baseline: bool = False
-    skip_static_checks: bool = False  # tests only: exercise the runtime guards behind the static rules
-    ptx_cache_dir: str | None = None
 
 
 class Rejected(Exception):
@@ -187,9 +167,9 @@ class Judge:
                            if outcome.passed else f"{removed} the outputs fail ({outcome.detail})")
 
     def timing(self) -> dict[str, Any]:
-        request, problem = self.request, self.problem
-        last = request.warmup + request.timed - 1
-        timed = range(request.warmup, last + 1)
+        request, problem, options = self.request, self.problem, self.request.options
+        last = options.warmup + options.timed - 1
+        timed = range(options.warmup, last + 1)
         secret = random.SystemRandom()  # the OS's randomness, which the kernel cannot see or reseed
         # Re-checked: the last timed draw and a secret sample of the others (a kernel that counts its calls would
         # otherwise know the one draw it has to get right).
@@ -212,27 +192,27 @@ class Judge:
                 inputs, expected = pending.pop(index)
                 outcome = compare(produced_outputs(result, inputs, problem.mutates), expected,
                                   problem.tolerance)
-                which = "last timed draw" if index == last else f"timed draw {index - request.warmup + 1}"
+                which = "last timed draw" if index == last else f"timed draw {index - options.warmup + 1}"
                 rechecked.append(f"{which}: {outcome.detail}")
                 if not outcome.passed:
-                    self.verdict.check("post_timing", False, f"{which} of {request.timed} re-checked: {outcome.detail}")
+                    self.verdict.check("post_timing", False, f"{which} of {options.timed} re-checked: {outcome.detail}")
             if index in audits:
                 self.knockout(request.seed + 4000 + index, when=" (an audit between timed draws)")
 
         started = time.perf_counter()
-        kernel = time_draws(lambda *xs: self.call(xs, timed=True)[0], draw, request.warmup, request.timed,
+        kernel = time_draws(lambda *xs: self.call(xs, timed=True)[0], draw, options.warmup, options.timed,
                             self.on_gpu, check_result)
         self.phases_s["timing_kernel"] = time.perf_counter() - started
         self.check_patches(full=True)
         self.verdict.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
         reference = problem.reference
-        eager = time_draws(reference, lambda i: self.draw(request.seed + 2000 + i), request.warmup, request.timed,
+        eager = time_draws(reference, lambda i: self.draw(request.seed + 2000 + i), options.warmup, options.timed,
                            self.on_gpu)
         compiled_ms = None
-        if request.compile_baseline:
+        if options.compile_baseline:
             compiled_reference = torch.compile(reference)
-            compiled_ms = time_draws(compiled_reference, lambda i: self.draw(request.seed + 3000 + i), request.warmup,
-                                     request.timed, self.on_gpu).median_ms
+            compiled_ms = time_draws(compiled_reference, lambda i: self.draw(request.seed + 3000 + i), options.warmup,
+                                     options.timed, self.on_gpu).median_ms
         self.phases_s["timing_baselines"] = time.perf_counter() - started - self.phases_s["timing_kernel"]
         return {"kernel_ms": kernel.median_ms, "kernel_min_ms": kernel.min_ms, "eager_ms": eager.median_ms,
                 "torch_compile_ms": compiled_ms, "timing_method": kernel.method, "timed_draws": kernel.samples}
@@ -282,9 +262,8 @@ def run(request: JudgeRequest) -> dict[str, Any]:
     fields = _base_fields(request, source)
     judge: Judge | None = None
     try:
-        violations = [] if request.skip_static_checks else check_source(source, request.dsl)
+        violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
         verdict.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
-        os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
         judge = Judge(request, verdict)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
                       shapes=judge.problem.shapes)
@@ -306,9 +285,10 @@ def run(request: JudgeRequest) -> dict[str, Any]:
                 f"{fields['target']} PTX ({ptx} bytes), not executed, so correctness and speed are unknown"))
             return _finish(fields, verdict, judge, started)
         fields["executed"] = True
-        details = [judge.correctness(request.seed + i, outlier=False) for i in range(request.correctness_draws)]
+        options = request.options
+        details = [judge.correctness(request.seed + i, outlier=False) for i in range(options.correctness_draws)]
         if judge.problem.outlier_inputs:
-            details += [judge.correctness(request.seed + 100 + i, outlier=True) for i in range(request.outlier_draws)]
+            details += [judge.correctness(request.seed + 100 + i, outlier=True) for i in range(options.outlier_draws)]
         fields["correct"] = True
         lap.mark(judge.phases_s, "correctness")
         judge.knockout(request.seed + 500)

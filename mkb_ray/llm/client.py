@@ -1,8 +1,9 @@
 """One LLM client for every model: our vLLM servers (`hosted_vllm/<name>` + api_base) and provider APIs.
 
-litellm is imported lazily (it costs ~8 s of CPU) with `LITELLM_LOCAL_MODEL_COST_MAP=True` set first, so it never
-tries to fetch a price map from the network. Every call has an explicit timeout and a bounded number of retries on
-transient failures; every call's tokens, latency and cost come back as an `LLMUsage`.
+litellm is imported lazily (it costs ~8 s of CPU). It reads `LITELLM_LOCAL_MODEL_COST_MAP` once, at import, and
+without it tries to fetch a price map from the network: whoever starts the process sets it (the `mkb` command line
+does); this library sets no environment variables and only warns. Every call has an explicit timeout and a bounded
+number of retries on transient failures; every call's tokens, latency and cost come back as an `LLMUsage`.
 
 Tests (and dry runs) drive the real client with a *script*: each call takes the next `ScriptedReply` and hands it
 to litellm's `mock_response` / `mock_tool_calls`, so the whole litellm path runs without a server.
@@ -12,9 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence, Union
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_any, wait_exponential
 
 from ..records import LLMUsage
 
@@ -85,9 +89,21 @@ class LLMCallError(Exception):
         self.latency_s = latency_s
 
 
+# litellm reads it once, at its first import; unless it is "True" litellm tries to download its price map.
+COST_MAP_ENV_VAR = "LITELLM_LOCAL_MODEL_COST_MAP"
+
+
+def _warn_if_price_map_may_be_fetched() -> None:
+    """One warning, before litellm's first import, when nothing stops it from going to the network."""
+    if "litellm" in sys.modules or os.environ.get(COST_MAP_ENV_VAR, "").lower() == "true":
+        return
+    log.warning("%s is not set to True: litellm may try to fetch its price map from the network when imported. "
+                "Set %s=True in the environment before the process imports litellm (the mkb command line does).",
+                COST_MAP_ENV_VAR, COST_MAP_ENV_VAR)
+
+
 def _litellm() -> Any:
-    # Must be set before the first import: litellm otherwise fetches its price map over the network at import.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    _warn_if_price_map_may_be_fetched()
     import litellm
 
     litellm.suppress_debug_info = True
@@ -193,6 +209,44 @@ class LLMClient:
         return LLMUsage(prompt_tokens=prompt, completion_tokens=completion, cached_tokens=cached,
                         latency_s=latency_s, retries=retries, cost_usd=cost_usd, gpu_s=gpu_s)
 
+    def _retrying(self, litellm: Any, deadline: Optional[float]) -> AsyncRetrying:
+        """Retries of the retryable kinds of `_classify`, at most `max_retries`, backing off `retry_backoff_s`,
+        twice that, ...; none whose backoff would end past `deadline`. The last failure is re-raised as it is."""
+        # Not litellm's `num_retries`: it cannot be bounded by the call's deadline (fixed tries and per-try timeout).
+        wait = wait_exponential(multiplier=self.retry_backoff_s, exp_base=2)
+
+        def out_of_time(state: RetryCallState) -> bool:
+            return deadline is not None and time.monotonic() + wait(state) >= deadline
+
+        def log_retry(state: RetryCallState) -> None:
+            assert state.outcome is not None  # tenacity calls this after a failed try
+            kind, _ = _classify(state.outcome.exception(), litellm)
+            log.warning("LLM call to %s failed (%s), retry %d/%d in %.1f s", self.model_id, kind,
+                        state.attempt_number, self.max_retries, wait(state))
+
+        return AsyncRetrying(stop=stop_any(stop_after_attempt(self.max_retries + 1), out_of_time), wait=wait,
+                             retry=retry_if_exception(lambda error: _classify(error, litellm)[1]),
+                             before_sleep=log_retry, reraise=True)
+
+    async def _try_once(self, litellm: Any, kwargs: dict[str, Any], messages: list[dict[str, Any]],
+                        deadline: Optional[float]) -> Any:
+        """One try, at most the client's `timeout_s` and never past `deadline`; a scripted reply goes to litellm
+        as its `mock_response` / `mock_tool_calls`."""
+        per_try_s = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
+        if per_try_s <= 0:
+            raise asyncio.TimeoutError("no time left for the call")
+        call = {**kwargs, "timeout": per_try_s}
+        if self.script is not None:
+            scripted = self._next_scripted(messages)
+            if scripted.delay_s:
+                await asyncio.wait_for(asyncio.sleep(scripted.delay_s), per_try_s)
+            call["mock_response"] = Exception(scripted.error) if scripted.error else scripted.content
+            call["mock_tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in scripted.tool_calls] or None
+        # Belt and braces: litellm's own timeout does not cover every phase (connection set-up, retries).
+        return await asyncio.wait_for(litellm.acompletion(**call), per_try_s + 5.0)
+
     async def complete(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None,
                        tool_choice: Optional[Union[str, dict[str, Any]]] = None, max_tokens: int = 1024,
                        timeout_s: Optional[float] = None, temperature: Optional[float] = None,
@@ -232,37 +286,17 @@ class LLMClient:
         if seed is not None and self.request_seed:
             kwargs["seed"] = seed
         attempts = 0
-        while True:
-            attempts += 1
-            per_try_s = self.timeout_s if deadline is None else min(self.timeout_s, deadline - time.monotonic())
-            kwargs["timeout"] = max(per_try_s, 0.001)
-            try:
-                if per_try_s <= 0:
-                    raise asyncio.TimeoutError("no time left for the call")
-                if self.script is not None:
-                    scripted = self._next_scripted(messages)
-                    if scripted.delay_s:
-                        await asyncio.wait_for(asyncio.sleep(scripted.delay_s), max(per_try_s, 0.001))
-                    kwargs["mock_response"] = Exception(scripted.error) if scripted.error else scripted.content
-                    kwargs["mock_tool_calls"] = [
-                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                        for c in scripted.tool_calls] or None
-                # Belt and braces: litellm's own timeout does not cover every phase (connection set-up, retries).
-                response = await asyncio.wait_for(litellm.acompletion(**kwargs), per_try_s + 5.0)
-                break
-            except LLMCallError:
-                raise
-            except Exception as error:  # noqa: BLE001 - classified below, re-raised as LLMCallError
-                kind, retryable = _classify(error, litellm)
-                latency_s = time.monotonic() - started
-                delay_s = self.retry_backoff_s * (2 ** (attempts - 1))
-                out_of_time = deadline is not None and time.monotonic() + delay_s >= deadline
-                if not retryable or attempts > self.max_retries or out_of_time:
-                    detail = str(error) or type(error).__name__
-                    raise LLMCallError(f"{kind}: {detail[:2000]}", kind, attempts, latency_s) from error
-                log.warning("LLM call to %s failed (%s), retry %d/%d in %.1f s", self.model_id, kind, attempts,
-                            self.max_retries, delay_s)
-                await asyncio.sleep(delay_s)
+        try:
+            async for attempt in self._retrying(litellm, deadline):
+                with attempt:
+                    attempts = attempt.retry_state.attempt_number
+                    response = await self._try_once(litellm, kwargs, messages, deadline)
+        except LLMCallError:
+            raise
+        except Exception as error:  # noqa: BLE001 - classified, re-raised as LLMCallError
+            kind, _ = _classify(error, litellm)
+            detail = str(error) or type(error).__name__
+            raise LLMCallError(f"{kind}: {detail[:2000]}", kind, attempts, time.monotonic() - started) from error
         latency_s = time.monotonic() - started
         choice = response.choices[0]
         message = choice.message

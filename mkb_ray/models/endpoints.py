@@ -10,16 +10,15 @@ does not care which one runs. Ray and vLLM are imported lazily, inside methods.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Optional, Protocol
+
+import httpx
 
 from mkb_ray.models import processes
 from mkb_ray.models.roster import ModelSpec, safe_name
@@ -43,13 +42,27 @@ class Endpoint(Protocol):
     def stop(self, timeout_s: float) -> list[int]: ...
 
 
+def _request_json(method: str, url: str, timeout_s: float, body: Optional[dict[str, Any]] = None) -> Any:
+    """The JSON of a 2xx answer; raises `httpx.HTTPError` (no answer, or another status) or `ValueError` (not
+    JSON). `timeout_s` bounds connecting and each read, as a socket timeout does."""
+    # trust_env=False: a proxy named in the environment must never stand between us and a loopback server.
+    response = httpx.request(method, url, json=body, timeout=timeout_s, trust_env=False)
+    response.raise_for_status()
+    return response.json()
+
+
+def _failure(err: Exception) -> str:
+    if isinstance(err, httpx.HTTPStatusError):  # its own text adds a documentation link over two lines
+        return f"HTTP {err.response.status_code} {err.response.reason_phrase}"
+    return str(err) or type(err).__name__  # httpx's timeouts can come without a message
+
+
 def probe_models(api_base: str, model: str, timeout_s: float = 5.0) -> tuple[bool, str]:
     """GET <api_base>/models: healthy when the server answers and lists `model`."""
     try:
-        with urllib.request.urlopen(f"{api_base}/models", timeout=timeout_s) as response:
-            ids = [m.get("id") for m in json.loads(response.read()).get("data", [])]
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        return False, f"GET {api_base}/models: {err}"
+        ids = [m.get("id") for m in _request_json("GET", f"{api_base}/models", timeout_s).get("data", [])]
+    except (httpx.HTTPError, ValueError) as err:
+        return False, f"GET {api_base}/models: {_failure(err)}"
     if model not in ids:
         return False, f"{api_base}/models lists {ids}, not '{model}'"
     return True, "ok"
@@ -58,14 +71,11 @@ def probe_models(api_base: str, model: str, timeout_s: float = 5.0) -> tuple[boo
 def probe_completion(api_base: str, model: str, timeout_s: float = 60.0) -> tuple[bool, str]:
     """POST a one-token chat completion: the only probe that fails when the engine behind a live HTTP front end
     is dead (its /models keeps answering)."""
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1}).encode()
-    request = urllib.request.Request(f"{api_base}/chat/completions", data=body,
-                                     headers={"Content-Type": "application/json"})
+    body = {"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1}
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
-            choices = json.loads(response.read()).get("choices") or []
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        return False, f"POST {api_base}/chat/completions: {err}"
+        choices = _request_json("POST", f"{api_base}/chat/completions", timeout_s, body).get("choices") or []
+    except (httpx.HTTPError, ValueError) as err:
+        return False, f"POST {api_base}/chat/completions: {_failure(err)}"
     return (True, "ok") if choices else (False, "a completion without choices")
 
 

@@ -1,45 +1,154 @@
-"""Turning a `TrialOutcome` into the store's rows — pure, no I/O — and checking its AttemptRecord's fields.
+"""Turning a `TrialOutcome` into the store's rows — pure, no I/O — and checking it on the way.
 
-`prepare` is the fast path: it reads the record's fields directly and hands back a `Prepared` (the artifact blobs
-to write first, then the trials/submissions/usage/skills/artifacts rows, in the column order of `sqlite_store`'s
-DDL). Any surprise in the record makes `diagnose` walk it against the field tables below and raise a
-`RecordError` that names the trial and the first field that does not fit.
+`prepare` validates the outcome's record with `AttemptRecord.model_validate_json` (a `pydantic.ValidationError`
+becomes a `RecordError` naming the trial and the dotted field, e.g. `submissions[0].verdict.tier`), checks what
+the record's own shape cannot say (it agrees with its outcome and is this trial's, it writes out its submissions
+and calls, its indexes are unique), and builds the rows from the typed record.
+
+Each row type is a NamedTuple whose fields are its table's columns in order (the columns are described in
+`sqlite_store`'s docstring); `sqlite_store` builds its SQL from their `_fields`, so rows and columns cannot drift.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import NamedTuple, Optional, Sequence, Union
 
-from ..campaign.trial import Trial, TrialOutcome
-from ._schema import (TERMINAL_STATUSES, TIERS, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow,
-                      utc_now)
+from pydantic import ValidationError
+
+from ..records import AttemptRecord, Trial, TrialOutcome
+from ._schema import TERMINAL_STATUSES, TIERS, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
 
 
-@dataclass
-class Prepared:
+class PlanRow(NamedTuple):
+    """A planned trial: the plan columns of `trials` (every Trial field, depends_on as a JSON array)."""
+
+    trial_id: str
+    plan_order: int
+    model: str
+    problem_id: str
+    dsl: str
+    target: str
+    arm: str
+    kind: str
+    replicate: int
+    chain: Optional[int]
+    hop: Optional[int]
+    skill_from: Optional[str]
+    arm_name: Optional[str]
+    depends_on: str
+    config_hash: str
+    problem_hash: str
+    template_hash: str
+
+
+class OutcomeUpdate(NamedTuple):
+    """A done trial's outcome columns of `trials`; the last field, trial_id, picks the row to update."""
+
+    status: str
+    attempts: int
+    final_tier: Optional[str]
+    synthetic: int
+    error: Optional[str]
+    record_sha: Optional[str]
+    skill_sha: Optional[str]
+    outcome_sha: str
+    finished_at: str
+    stop_reason: Optional[str]
+    turns: Optional[int]
+    n_submissions: Optional[int]
+    counted_submissions: Optional[int]
+    prompt_tokens: Optional[int]
+    completion_tokens: Optional[int]
+    cached_tokens: Optional[int]
+    cost_usd: Optional[float]
+    gpu_s: Optional[float]
+    wall_s: Optional[float]
+    queue_wait_s: Optional[float]
+    trial_id: str
+
+
+class SubmissionRow(NamedTuple):
+    """A `submissions` row: one submission (is_final 0), or the attempt's final verdict (idx 0, is_final 1)."""
+
+    trial_id: str
+    idx: int
+    is_final: int
+    counted: Optional[bool]
+    refused_reason: Optional[str]
+    kernel_sha: Optional[str]
+    kernel_bytes: Optional[int]
+    tier: Optional[str]
+    compiled: Optional[bool]
+    correct: Optional[bool]
+    speedup: Optional[float]
+    kernel_ms: Optional[float]
+    eager_ms: Optional[float]
+    rejected_by: Optional[str]
+    reason: Optional[str]
+    round_trip_s: Optional[float]
+    eval_s: Optional[float]
+    queue_wait_s: Optional[float]
+
+
+class UsageRow(NamedTuple):
+    """A `usage` row: one LLM call."""
+
+    trial_id: str
+    idx: int
+    turn: int
+    purpose: str
+    ok: bool
+    error: Optional[str]
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    latency_s: float
+    retries: int
+    cost_usd: Optional[float]
+    gpu_s: Optional[float]
+
+
+class SkillRow(NamedTuple):
+    """A `skills` row: the SKILL.md a done trial wrote."""
+
+    trial_id: str
+    sha256: str
+    bytes: int
+
+
+class ArtifactRow(NamedTuple):
+    """An `artifacts` row: one file of TrialOutcome.artifacts, by its attempt-relative name."""
+
+    trial_id: str
+    name: str
+    sha256: str
+    bytes: int
+
+
+class Prepared(NamedTuple):
     """One outcome turned into rows (no I/O yet)."""
 
     trial_id: str
-    outcome_sha: str
+    outcome_sha: str                 # fingerprint of the outcome: an identical re-write is a no-op
     blobs: dict[str, bytes]          # sha -> bytes, written as artifacts before the rows
-    trial_update: tuple[Any, ...]
-    submissions: list[tuple[Any, ...]]
-    usage: list[tuple[Any, ...]]
-    skill: Optional[tuple[Any, ...]]
-    artifacts: list[tuple[Any, ...]]
-    record: Optional[dict[str, Any]]
+    trial_update: OutcomeUpdate
+    submissions: list[SubmissionRow]
+    usage: list[UsageRow]
+    skill: Optional[SkillRow]
+    artifacts: list[ArtifactRow]
 
 
-def plan_row(trial: Trial, order: int) -> tuple[Any, ...]:
-    """A planned trial's row, in `sqlite_store._PLAN_COLUMNS` order."""
-    return (trial.trial_id, order, trial.model, trial.problem_id, trial.dsl, trial.target, trial.arm, trial.kind,
-            trial.replicate, trial.chain, trial.hop, trial.skill_from, trial.arm_name,
-            json.dumps(list(trial.depends_on)), trial.config_hash, trial.problem_hash, trial.template_hash)
+def plan_row(trial: Trial, order: int) -> PlanRow:
+    """A planned trial's row; `order` is its plan_order."""
+    return PlanRow(trial_id=trial.trial_id, plan_order=order, model=trial.model, problem_id=trial.problem_id,
+                   dsl=trial.dsl, target=trial.target, arm=trial.arm, kind=trial.kind, replicate=trial.replicate,
+                   chain=trial.chain, hop=trial.hop, skill_from=trial.skill_from, arm_name=trial.arm_name,
+                   depends_on=json.dumps(list(trial.depends_on)), config_hash=trial.config_hash,
+                   problem_hash=trial.problem_hash, template_hash=trial.template_hash)
 
 
-def trial_row(row: tuple[Any, ...]) -> TrialRow:
+def trial_row(row: Sequence[object]) -> TrialRow:
     """A `trials` row selected in `TRIAL_ROW_COLUMNS` order, read back as a TrialRow."""
     values = dict(zip(TRIAL_ROW_COLUMNS, row))
     values["depends_on"] = tuple(json.loads(values["depends_on"]))
@@ -77,17 +186,15 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
         sha = _sha(data)
         blobs[sha] = data
         names[name] = sha
-        artifact_rows.append((tid, name, sha, len(data)))
+        artifact_rows.append(ArtifactRow(trial_id=tid, name=name, sha256=sha, bytes=len(data)))
     skill_row = None
-    skill_sha = None
     if outcome.skill_md is not None:
         if not isinstance(outcome.skill_md, str):
             raise RecordError(tid, "skill_md", f"must be str, got {type(outcome.skill_md).__name__}")
         data = outcome.skill_md.encode("utf-8")
-        skill_sha = _sha(data)
-        blobs[skill_sha] = data
-        skill_row = (tid, skill_sha, len(data))
-    record: Optional[dict[str, Any]] = None
+        skill_row = SkillRow(trial_id=tid, sha256=_sha(data), bytes=len(data))
+        blobs[skill_row.sha256] = data
+    record = None
     record_sha = None
     if outcome.record_json is None:
         if outcome.status != "infra_error":
@@ -96,166 +203,147 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
     else:
         try:
             data = outcome.record_json.encode("utf-8")
-            record = json.loads(outcome.record_json)
-        except (AttributeError, UnicodeError, ValueError) as err:
+        except (AttributeError, UnicodeError) as err:
             raise RecordError(tid, "record_json", f"not a JSON document: {err}") from None
-        if not isinstance(record, dict):
-            raise RecordError(tid, "record_json", f"must be a JSON object, got {type(record).__name__}")
+        record = _validated(tid, data)
         record_sha = _sha(data)
         blobs[record_sha] = data
-    try:
-        return _rows(outcome, record, names, blobs, artifact_rows, skill_row, skill_sha, record_sha)
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        if record is not None:
-            diagnose(tid, record)
-        raise RecordError(tid, "record_json", f"unexpected record ({type(err).__name__}: {err})") from None
-
-
-def _rows(outcome: TrialOutcome, record: Optional[dict[str, Any]], names: dict[str, str],
-          blobs: dict[str, bytes], artifact_rows: list[tuple[Any, ...]], skill_row: Optional[tuple[Any, ...]],
-          skill_sha: Optional[str], record_sha: Optional[str]) -> Prepared:
-    """The fast path: reads the record's fields directly; any surprise raises and `diagnose` names it."""
-    tid = outcome.trial_id
-    submissions: list[tuple[Any, ...]] = []
-    usage: list[tuple[Any, ...]] = []
+    submissions: list[SubmissionRow] = []
+    usage: list[UsageRow] = []
     final_tier = outcome.final_tier
-    error = outcome.error
-    denorm: tuple[Any, ...] = (None,) * 11  # stop_reason ... queue_wait_s (see sqlite_store._OUTCOME_COLUMNS)
-    finished_at = None
     if record is not None:
-        if record["status"] != outcome.status and outcome.status != "infra_error":
-            raise RecordError(tid, "status", f"outcome says {outcome.status!r}, its record {record['status']!r}")
-        if bool(record.get("synthetic", False)) != bool(outcome.synthetic):
-            raise RecordError(tid, "synthetic", f"outcome says {outcome.synthetic}, its record "
-                                                f"{record.get('synthetic')}")
-        attempt_id = (record.get("config") or {}).get("attempt_id")
-        if attempt_id is not None and attempt_id != tid:
-            raise RecordError(tid, "config.attempt_id", f"the record is of trial {attempt_id!r}")
-        counted = 0
-        subs = record["submissions"]
-        seen_index: set[int] = set()
-        for i, s in enumerate(subs):
-            index = s["index"]
-            if index in seen_index or not isinstance(index, int) or index < 1:
-                raise RecordError(tid, f"submissions[{i}].index", f"{index!r}: indexes are unique and 1-based")
-            seen_index.add(index)
-            v = s.get("verdict")
-            path = s.get("artifact_path")
-            kernel_sha = (names.get(path) if path else None) or s.get("kernel_sha256")
-            if s["counted"]:
-                counted += 1
-            if v is None:
-                submissions.append((tid, s["index"], 0, s["counted"], s.get("refused_reason"), kernel_sha,
-                                    s.get("kernel_bytes"), None, None, None, None, None, None, None, None,
-                                    s.get("round_trip_s"), s.get("eval_s"), s.get("queue_wait_s")))
-            else:
-                tier = v["tier"]
-                if tier not in TIERS:
-                    raise RecordError(tid, f"submissions[{i}].verdict.tier",
-                                      f"{tier!r} is not one of {TIERS}")
-                submissions.append((tid, s["index"], 0, s["counted"], s.get("refused_reason"), kernel_sha,
-                                    s.get("kernel_bytes"), tier, v["compiled"], v.get("correct"), v.get("speedup"),
-                                    v.get("kernel_ms"), v.get("eager_ms"), v.get("rejected_by"), v.get("reason"),
-                                    s.get("round_trip_s"), s.get("eval_s"), s.get("queue_wait_s")))
-        fv = record.get("final_verdict")
-        if fv is not None:
-            tier = fv["tier"]
-            if tier not in TIERS:
-                raise RecordError(tid, "final_verdict.tier", f"{tier!r} is not one of {TIERS}")
-            if final_tier is not None and final_tier != tier:
-                raise RecordError(tid, "final_tier", f"outcome says {final_tier!r}, the record's final verdict "
-                                                     f"{tier!r}")
-            final_tier = tier
-            path = record.get("final_kernel_path")
-            kernel_sha = names.get(path) if path else None
-            kernel_bytes = len(blobs[kernel_sha]) if kernel_sha else None
-            submissions.append((tid, 0, 1, None, None, kernel_sha or fv.get("source_hash"), kernel_bytes, tier,
-                                fv["compiled"], fv.get("correct"), fv.get("speedup"), fv.get("kernel_ms"),
-                                fv.get("eager_ms"), fv.get("rejected_by"), fv.get("reason"), None,
-                                record.get("final_eval_s"), None))
-        seen_index = set()
-        for i, c in enumerate(record["llm_calls"]):
-            if c["index"] in seen_index:
-                raise RecordError(tid, f"llm_calls[{i}].index", f"{c['index']!r} appears twice")
-            seen_index.add(c["index"])
-            u = c.get("usage") or {}
-            usage.append((tid, c["index"], c["turn"], c.get("purpose", "turn"), c["ok"], c.get("error"),
-                          u.get("prompt_tokens", 0), u.get("completion_tokens", 0), u.get("cached_tokens", 0),
-                          u.get("latency_s", 0.0), u.get("retries", 0), u.get("cost_usd"), u.get("gpu_s")))
-        if error is None:
-            error = record.get("error")
-        finished_at = record.get("finished_at")
-        denorm = (record.get("stop_reason"), record.get("turns"), len(subs), counted, record.get("prompt_tokens"),
-                  record.get("completion_tokens"), record.get("cached_tokens"), record.get("cost_usd"),
-                  record.get("gpu_s"), record.get("wall_s"), record.get("queue_wait_s"))
+        _check_record(outcome, record)
+        submissions = _submission_rows(tid, record, names, blobs)
+        usage = _usage_rows(tid, record)
+        if record.final_verdict is not None:
+            final_tier = record.final_verdict.tier
     if final_tier is not None and final_tier not in TIERS:
         raise RecordError(tid, "final_tier", f"{final_tier!r} is not one of {TIERS}")
+    error = outcome.error if outcome.error is not None or record is None else record.error
+    skill_sha = skill_row.sha256 if skill_row is not None else None
+    # The same fingerprint as every earlier version of the store: a resumed run re-sends identical outcomes.
     fingerprint = repr((outcome.status, outcome.attempts, final_tier, bool(outcome.synthetic), error, record_sha,
-                        skill_sha, sorted((r[1], r[2]) for r in artifact_rows)))
+                        skill_sha, sorted((r.name, r.sha256) for r in artifact_rows)))
     outcome_sha = _sha(fingerprint.encode())
-    trial_update = (outcome.status, outcome.attempts, final_tier, int(bool(outcome.synthetic)), error, record_sha,
-                    skill_sha, outcome_sha, finished_at or utc_now()) + denorm + (tid,)
-    return Prepared(tid, outcome_sha, blobs, trial_update, submissions, usage, skill_row, artifact_rows, record)
+    update = OutcomeUpdate(
+        status=outcome.status, attempts=outcome.attempts, final_tier=final_tier,
+        synthetic=int(bool(outcome.synthetic)), error=error, record_sha=record_sha, skill_sha=skill_sha,
+        outcome_sha=outcome_sha, finished_at=record.finished_at if record is not None else utc_now(),
+        **_figures(record), trial_id=tid)
+    return Prepared(tid, outcome_sha, blobs, update, submissions, usage, skill_row, artifact_rows)
 
 
-# What `diagnose` expects of a record: field -> (accepted types, required). NUM accepts int and float.
-_NUM = (int, float)
-_NONE = type(None)
-_RECORD_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "status": ((str,), True), "stop_reason": ((str, _NONE), False), "submissions": ((list,), True),
-    "llm_calls": ((list,), True), "final_verdict": ((dict, _NONE), False), "final_kernel_path": ((str, _NONE), False),
-    "config": ((dict,), False), "turns": ((int,), False), "prompt_tokens": ((int,), False),
-    "completion_tokens": ((int,), False), "cached_tokens": ((int,), False), "cost_usd": (_NUM + (_NONE,), False),
-    "gpu_s": (_NUM + (_NONE,), False), "wall_s": (_NUM, False), "queue_wait_s": (_NUM, False),
-    "final_eval_s": (_NUM, False), "error": ((str, _NONE), False), "finished_at": ((str,), False),
-    "synthetic": ((bool,), False)}
-_SUBMISSION_FIELDS = {
-    "index": ((int,), True), "counted": ((bool,), True), "refused_reason": ((str, _NONE), False),
-    "kernel_sha256": ((str, _NONE), False), "kernel_bytes": ((int,), False), "artifact_path": ((str, _NONE), False),
-    "verdict": ((dict, _NONE), False), "round_trip_s": (_NUM, False), "eval_s": (_NUM, False),
-    "queue_wait_s": (_NUM, False)}
-_VERDICT_FIELDS = {
-    "tier": ((str,), True), "compiled": ((bool,), True), "correct": ((bool, _NONE), False),
-    "speedup": (_NUM + (_NONE,), False), "kernel_ms": (_NUM + (_NONE,), False),
-    "eager_ms": (_NUM + (_NONE,), False), "rejected_by": ((str, _NONE), False), "reason": ((str,), False),
-    "source_hash": ((str,), False)}
-_CALL_FIELDS = {
-    "index": ((int,), True), "turn": ((int,), True), "purpose": ((str,), False), "ok": ((bool,), True),
-    "error": ((str, _NONE), False), "usage": ((dict,), False)}
-_USAGE_FIELDS = {
-    "prompt_tokens": ((int,), False), "completion_tokens": ((int,), False), "cached_tokens": ((int,), False),
-    "latency_s": (_NUM, False), "retries": ((int,), False), "cost_usd": (_NUM + (_NONE,), False),
-    "gpu_s": (_NUM + (_NONE,), False)}
+_FIGURES = ("stop_reason", "turns", "n_submissions", "counted_submissions", "prompt_tokens", "completion_tokens",
+            "cached_tokens", "cost_usd", "gpu_s", "wall_s", "queue_wait_s")
 
 
-def _check(tid: str, obj: Any, spec: dict[str, tuple[tuple[type, ...], bool]], where: str) -> None:
-    if not isinstance(obj, dict):
-        raise RecordError(tid, where or "record", f"must be an object, got {type(obj).__name__}")
-    for key, (types, required) in spec.items():
-        field = f"{where}.{key}" if where else key
-        if key not in obj:
-            if required:
-                raise RecordError(tid, field, "missing")
-            continue
-        value = obj[key]
-        # bool is an int subclass: a bool where a number is expected (or the reverse) is a type error too.
-        ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
-        if not ok:
-            names = "/".join("null" if t is _NONE else t.__name__ for t in types)
-            raise RecordError(tid, field, f"expected {names}, got {type(value).__name__} {value!r:.80}")
+def _figures(record: Optional[AttemptRecord]) -> dict[str, object]:
+    """The figures a `trials` row copies from its record for fast queries (all NULL without a record)."""
+    if record is None:
+        return dict.fromkeys(_FIGURES)
+    return dict(stop_reason=record.stop_reason, turns=record.turns, n_submissions=len(record.submissions),
+                counted_submissions=record.counted_submissions, prompt_tokens=record.prompt_tokens,
+                completion_tokens=record.completion_tokens, cached_tokens=record.cached_tokens,
+                cost_usd=record.cost_usd, gpu_s=record.gpu_s, wall_s=record.wall_s, queue_wait_s=record.queue_wait_s)
 
 
-def diagnose(tid: str, record: dict[str, Any]) -> None:
-    """Raise a RecordError naming the first field of `record` that does not fit; return if none is found."""
-    _check(tid, record, _RECORD_FIELDS, "")
-    for i, s in enumerate(record["submissions"]):
-        where = f"submissions[{i}]"
-        _check(tid, s, _SUBMISSION_FIELDS, where)
-        if s.get("verdict") is not None:
-            _check(tid, s["verdict"], _VERDICT_FIELDS, f"{where}.verdict")
-    if record.get("final_verdict") is not None:
-        _check(tid, record["final_verdict"], _VERDICT_FIELDS, "final_verdict")
-    for i, c in enumerate(record["llm_calls"]):
-        _check(tid, c, _CALL_FIELDS, f"llm_calls[{i}]")
-        if "usage" in c:
-            _check(tid, c["usage"], _USAGE_FIELDS, f"llm_calls[{i}].usage")
+def _validated(tid: str, data: bytes) -> AttemptRecord:
+    """The record, validated strictly: JSON values must already have their field's type ("yes" is no bool, 1.0
+    no int), as the store's STRICT tables would demand of them anyway."""
+    try:
+        return AttemptRecord.model_validate_json(data, strict=True)
+    except ValidationError as err:
+        first = err.errors(include_url=False)[0]
+        if not first["loc"]:  # the document itself
+            problem = first["msg"] if first["type"] != "json_invalid" else f"not a JSON document: {first['msg']}"
+            raise RecordError(tid, "record_json", problem) from None
+        got = "" if first["type"] == "missing" else f", got {first['input']!r:.80}"
+        more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+        raise RecordError(tid, _dotted(first["loc"]), f"{first['msg']}{got}{more}") from None
+
+
+def _dotted(loc: Sequence[Union[int, str]]) -> str:
+    """A pydantic error location as a field path: ('submissions', 0, 'verdict', 'tier') is
+    submissions[0].verdict.tier."""
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}" if path else part
+    return path
+
+
+def _check_record(outcome: TrialOutcome, record: AttemptRecord) -> None:
+    """What the record's shape cannot say: it agrees with its outcome, it is this trial's, it lists what the
+    rows are built from (the indexes are checked as the rows are built)."""
+    tid = outcome.trial_id
+    if record.status != outcome.status and outcome.status != "infra_error":
+        raise RecordError(tid, "status", f"outcome says {outcome.status!r}, its record {record.status!r}")
+    if record.synthetic != bool(outcome.synthetic):
+        raise RecordError(tid, "synthetic", f"outcome says {outcome.synthetic}, its record {record.synthetic}")
+    attempt_id = record.config.attempt_id
+    if attempt_id is not None and attempt_id != tid:
+        raise RecordError(tid, "config.attempt_id", f"the record is of trial {attempt_id!r}")
+    # AttemptRecord defaults both lists to []: a record that leaves one out would be stored as an attempt with no
+    # submissions (or calls) without a word, so the store asks for them written out, as model_dump_json does.
+    for listed in ("submissions", "llm_calls"):
+        if listed not in record.model_fields_set:
+            raise RecordError(tid, listed, "missing")
+    fv = record.final_verdict
+    if fv is not None and outcome.final_tier is not None and outcome.final_tier != fv.tier:
+        raise RecordError(tid, "final_tier", f"outcome says {outcome.final_tier!r}, the record's final verdict "
+                                             f"{fv.tier!r}")
+
+
+def _submission_rows(tid: str, record: AttemptRecord, names: dict[str, str],
+                     blobs: dict[str, bytes]) -> list[SubmissionRow]:
+    """Every submission of the record, then its final verdict. names: artifact name -> sha; blobs: sha -> bytes."""
+    submissions: list[SubmissionRow] = []
+    seen: set[int] = set()
+    for i, s in enumerate(record.submissions):
+        if s.index in seen or s.index < 1:
+            raise RecordError(tid, f"submissions[{i}].index", f"{s.index!r}: indexes are unique and 1-based")
+        seen.add(s.index)
+        # The artifact's address when the kernel file was handed over; else the sha the record names.
+        kernel_sha = (names.get(s.artifact_path) if s.artifact_path else None) or s.kernel_sha256
+        v = s.verdict or _NO_VERDICT
+        submissions.append(SubmissionRow(
+            trial_id=tid, idx=s.index, is_final=0, counted=s.counted, refused_reason=s.refused_reason,
+            kernel_sha=kernel_sha, kernel_bytes=s.kernel_bytes, tier=v.tier, compiled=v.compiled,
+            correct=v.correct, speedup=v.speedup, kernel_ms=v.kernel_ms, eager_ms=v.eager_ms,
+            rejected_by=v.rejected_by, reason=v.reason, round_trip_s=s.round_trip_s, eval_s=s.eval_s,
+            queue_wait_s=s.queue_wait_s))
+    fv = record.final_verdict
+    if fv is not None:
+        path = record.final_kernel_path
+        kernel_sha = names.get(path) if path else None
+        submissions.append(SubmissionRow(
+            trial_id=tid, idx=0, is_final=1, counted=None, refused_reason=None,
+            kernel_sha=kernel_sha or fv.source_hash, kernel_bytes=len(blobs[kernel_sha]) if kernel_sha else None,
+            tier=fv.tier, compiled=fv.compiled, correct=fv.correct, speedup=fv.speedup, kernel_ms=fv.kernel_ms,
+            eager_ms=fv.eager_ms, rejected_by=fv.rejected_by, reason=fv.reason, round_trip_s=None,
+            eval_s=record.final_eval_s, queue_wait_s=None))
+    return submissions
+
+
+def _usage_rows(tid: str, record: AttemptRecord) -> list[UsageRow]:
+    """Every LLM call of the record."""
+    usage: list[UsageRow] = []
+    seen: set[int] = set()
+    for i, c in enumerate(record.llm_calls):
+        if c.index in seen:
+            raise RecordError(tid, f"llm_calls[{i}].index", f"{c.index!r} appears twice")
+        seen.add(c.index)
+        u = c.usage
+        usage.append(UsageRow(
+            trial_id=tid, idx=c.index, turn=c.turn, purpose=c.purpose, ok=c.ok, error=c.error,
+            prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, cached_tokens=u.cached_tokens,
+            latency_s=u.latency_s, retries=u.retries, cost_usd=u.cost_usd, gpu_s=u.gpu_s))
+    return usage
+
+
+class _NoVerdict:
+    """The verdict columns of a submission that was never judged (refused): all NULL."""
+
+    tier = compiled = correct = speedup = kernel_ms = eager_ms = rejected_by = reason = None
+
+
+_NO_VERDICT = _NoVerdict()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Optional, get_args
 
-TERMINAL_STATUSES = ("completed", "skipped", "error", "infra_error")
-TIERS = ("fail", "pass", "pass2x", "compile_only")
+from ..records import Tier, TrialStatus
+
+TERMINAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)   # completed, skipped, error, infra_error
+TIERS: tuple[str, ...] = get_args(Tier)                      # fail, pass, pass2x, compile_only
 
 
 class StoreError(Exception):

@@ -32,8 +32,9 @@ Schema (schema_version 1; every table STRICT):
     events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS)
 Booleans are INTEGER 0/1; times are ISO-8601 UTC text; durations are seconds (`_s`), kernel times milliseconds.
 
-Beside this module: `_outcome_rows` turns an outcome into these rows (pure, and names the bad field of a malformed
-record); `_schema` holds what both share (statuses, tiers, StoreError/RecordError, TrialRow).
+Beside this module: `_outcome_rows` turns an outcome into these rows (pure; it validates the AttemptRecord and names
+the bad field of a malformed one), each a NamedTuple whose fields are its table's columns, from which the SQL here
+is built; `_schema` holds what both share (statuses, tiers, StoreError/RecordError, TrialRow).
 """
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from ..campaign.trial import Trial, TrialOutcome
-from ._outcome_rows import Prepared, diagnose, plan_row, prepare, trial_row
+from ..records import Trial, TrialOutcome, downstream
+from ._outcome_rows import (ArtifactRow, OutcomeUpdate, PlanRow, Prepared, SkillRow, SubmissionRow, UsageRow,
+                            plan_row, prepare, trial_row)
 from ._schema import TERMINAL_STATUSES, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
 from .artifacts import ArtifactStore
 
@@ -106,22 +108,27 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL
 ) STRICT;
 """
-_PLAN_COLUMNS = ("trial_id", "plan_order", "model", "problem_id", "dsl", "target", "arm", "kind", "replicate",
-                 "chain", "hop", "skill_from", "arm_name", "depends_on", "config_hash", "problem_hash",
-                 "template_hash")
-_OUTCOME_COLUMNS = ("status", "attempts", "final_tier", "synthetic", "error", "record_sha", "skill_sha",
-                    "outcome_sha", "finished_at", "stop_reason", "turns", "n_submissions", "counted_submissions",
-                    "prompt_tokens", "completion_tokens", "cached_tokens", "cost_usd", "gpu_s", "wall_s",
-                    "queue_wait_s")
-_INSERT_PLAN = (f"INSERT OR IGNORE INTO trials ({', '.join(_PLAN_COLUMNS)}) "
-                f"VALUES ({', '.join('?' * len(_PLAN_COLUMNS))})")
-_UPDATE_OUTCOME = (f"UPDATE trials SET {', '.join(f'{c} = ?' for c in _OUTCOME_COLUMNS)} "
-                   "WHERE trial_id = ? AND status = 'planned'")
-_INSERT_SUBMISSION = "INSERT INTO submissions VALUES (" + ", ".join("?" * 18) + ")"
-_INSERT_USAGE = "INSERT INTO usage VALUES (" + ", ".join("?" * 13) + ")"
-_INSERT_SKILL = "INSERT INTO skills VALUES (?, ?, ?)"
-_INSERT_ARTIFACT = "INSERT INTO artifacts VALUES (?, ?, ?, ?)"
-_CHILD_TABLES = ("submissions", "usage", "skills", "artifacts")
+
+
+# Every statement that writes rows takes its columns from its row type's fields (see `_outcome_rows`).
+def _insert(table: str, columns: Sequence[str], verb: str = "INSERT") -> str:
+    return f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
+def _update(columns: Sequence[str], where: str) -> str:
+    return f"UPDATE trials SET {', '.join(f'{c} = ?' for c in columns)} WHERE {where}"
+
+
+_PLAN_KEY, *_PLAN_COLUMNS = PlanRow._fields            # so an update passes the row's trial_id last
+*_OUTCOME_COLUMNS, _OUTCOME_KEY = OutcomeUpdate._fields
+_INSERT_PLAN = _insert("trials", PlanRow._fields, "INSERT OR IGNORE")
+_UPDATE_PLAN = _update(_PLAN_COLUMNS, f"{_PLAN_KEY} = ?")
+_UPDATE_OUTCOME = _update(_OUTCOME_COLUMNS, f"{_OUTCOME_KEY} = ? AND status = 'planned'")
+_INSERT_SUBMISSION = _insert("submissions", SubmissionRow._fields)
+_INSERT_USAGE = _insert("usage", UsageRow._fields)
+_INSERT_SKILL = _insert("skills", SkillRow._fields)
+_INSERT_ARTIFACT = _insert("artifacts", ArtifactRow._fields)
+_CHILD_TABLES = ("submissions", "usage", "skills", "artifacts")   # what an outcome fills besides its trials row
 
 
 class OutcomeConflict(StoreError):
@@ -334,10 +341,8 @@ class RunStore:
                 self._replace_plan_rows(refreshes)
         return PlanSync(tuple(new), tuple(done), tuple(pending), tuple(refreshed), tuple(stale), unplanned)
 
-    def _replace_plan_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        setters = ", ".join(f"{c} = ?" for c in _PLAN_COLUMNS[1:])
-        self._conn.executemany(f"UPDATE trials SET {setters} WHERE trial_id = ?",
-                               [row[1:] + (row[0],) for row in rows])
+    def _replace_plan_rows(self, rows: list[PlanRow]) -> None:
+        self._conn.executemany(_UPDATE_PLAN, [row[1:] + row[:1] for row in rows])
 
     def rerun_stale(self, ids: Iterable[str]) -> int:
         """Reset trials that the last `record_plan` reported stale to 'planned' with the plan's new hashes:
@@ -378,19 +383,9 @@ class RunStore:
     def dependants(self, ids: Iterable[str]) -> set[str]:
         """Every stored trial that depends on these, directly or through a chain (skill_from), excluding them."""
         with self._lock:
-            children: dict[str, list[str]] = {}
-            for tid, parent in self._conn.execute("SELECT trial_id, skill_from FROM trials "
-                                                  "WHERE skill_from IS NOT NULL"):
-                children.setdefault(parent, []).append(tid)
-        start = set(ids)
-        out: set[str] = set()
-        frontier = list(start)
-        while frontier:
-            for child in children.get(frontier.pop(), ()):
-                if child not in out and child not in start:
-                    out.add(child)
-                    frontier.append(child)
-        return out
+            edges = self._conn.execute("SELECT skill_from, trial_id FROM trials WHERE skill_from IS NOT NULL"
+                                       ).fetchall()
+        return downstream(edges, ids)
 
     # -- queries -----------------------------------------------------------------------------------------------
     def done_ids(self) -> set[str]:
@@ -509,10 +504,7 @@ class RunStore:
                     self._conn.executemany(_INSERT_ARTIFACT, [r for i in todo for r in i.artifacts])
             except (sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError,
                     OverflowError) as err:
-                # A row SQLite refused (a wrongly typed value in a STRICT column...): the batch was rolled
-                # back; find the trial and the field to name.
-                for item in todo:
-                    if item.record is not None:
-                        diagnose(item.trial_id, item.record)
+                # A row SQLite refused that the record's validation let through (an integer past 64 bits...):
+                # the batch was rolled back.
                 raise StoreError(f"batch of {len(todo)} outcomes refused by SQLite, nothing written: {err}") \
                     from err

@@ -26,9 +26,9 @@ import math
 import random
 from typing import Any, Optional
 
-from ..campaign.trial import Trial, TrialOutcome
+from ..records import Trial, TrialOutcome
 from ..records import AttemptConfig, AttemptRecord, LLMCallRecord, SubmissionRecord
-from ..verdict import Verdict
+from ..records import Verdict
 from .claims import ClaimContext, evolve, fresh_claims, parse_skill, poisson, render_skill, skill_source_tier
 from .spec import SyntheticSpec, TierProbs
 

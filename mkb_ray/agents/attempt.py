@@ -21,20 +21,19 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, get_args
 
-from .agents.budget import Budget
-from .agents.context import (CHARS_PER_TOKEN, AgentFactory, AgentOutcome, AttemptContext, TaskStatement,
-                             Transcript, utc_now)
-from .agents.evaluator_port import as_evaluator_port
-from .agents.skill import read_source_skill, render, render_section, skill_instructions, skill_section, \
-    template_hash
-from .llm.client import LLMClient
-from .problems import Problem, default_root, load_problems
-from .records import AttemptConfig, AttemptRecord, StopReason
-from .verdict import Verdict
+from ..judge_worker.problem_hash import problem_hash  # stdlib-only, shared with the judging worker
+from ..llm.client import LLMClient
+from ..problems import Problem, default_root, load_problems
+from ..records import AttemptConfig, AttemptRecord, StopReason, Verdict
+from .budget import Budget
+from .context import (CHARS_PER_TOKEN, AgentFactory, AgentOutcome, AttemptContext, TaskStatement, Transcript,
+                      utc_now)
+from .evaluator_port import as_evaluator_port
+from .skill import read_source_skill, render, render_section, skill_instructions, skill_section, template_hash
 
 log = logging.getLogger(__name__)
 
-DOCS_DIR = Path(__file__).resolve().parent / "agents" / "docs"
+DOCS_DIR = Path(__file__).resolve().parent / "docs"
 PARTS = "task_parts.md"
 # Context kept free for the system prompt (~200 tokens measured) and for one exchange (a kernel of ~600 tokens
 # and its verdict) when sizing the task statement for a small model.
@@ -56,7 +55,7 @@ def package_versions() -> dict[str, str]:
 
 
 def git_commit() -> Optional[str]:
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     try:
         result = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10)
@@ -65,12 +64,6 @@ def git_commit() -> Optional[str]:
     if result.returncode != 0:
         return None
     return result.stdout.strip() or None
-
-
-def _problem_hash(problem: Problem) -> str:
-    from .judge_worker.problem_hash import problem_hash  # stdlib-only, shared with the judging worker
-
-    return problem_hash(problem.path)
 
 
 def _clip_to(text: str, limit_chars: int) -> str:
@@ -147,7 +140,7 @@ def build_task_statement(config: AttemptConfig, problem: Problem, source_skill: 
 
 def _default_workspace_factory() -> AgentFactory:
     """The workspace agent (mkb_ray.agents.workspace), imported only when an attempt uses it."""
-    from .agents import workspace
+    from . import workspace
 
     factory = getattr(workspace, "make_workspace_agent", None) or getattr(workspace, "WorkspaceAgent")
     return factory  # type: ignore[no-any-return]
@@ -172,7 +165,7 @@ async def run_attempt(config: AttemptConfig, client: LLMClient, evaluator: Any,
         client = client.with_session(config.attempt_id)
     base: dict[str, Any] = dict(config=config, template_hash=template_hash(), model=client.name,
                                 litellm_model=client.model_id, endpoint=client.api_base,
-                                problem_hash=_problem_hash(problem), started_at=started_at,
+                                problem_hash=problem_hash(problem.path), started_at=started_at,
                                 package_versions=package_versions(), git_commit=git_commit())
 
     source_skill: Optional[str] = None
@@ -208,7 +201,7 @@ async def run_attempt(config: AttemptConfig, client: LLMClient, evaluator: Any,
     budget.start()
     try:
         if config.agent == "chat":
-            from .agents.chat import ChatAgent
+            from .chat import ChatAgent
 
             agent: Any = ChatAgent(ctx)
         else:

@@ -1,10 +1,11 @@
-"""`mkb serve MODEL`: serve one roster model in the foreground until Ctrl-C (the lead wires `serve_main` into the CLI).
+"""`mkb serve MODEL`: serve one roster model in the foreground until Ctrl-C.
 
 It starts a local Ray on 127.0.0.1, runs the ModelServer in this process (no actor: nothing else shares it), prints
 the endpoint and how to reach it with litellm, and on Ctrl-C or SIGTERM stops everything it started.
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import signal
 import sys
@@ -14,6 +15,22 @@ from types import FrameType
 from typing import Optional
 
 logger = logging.getLogger(__name__)
+
+HELP = "serve a roster model on 127.0.0.1 in the foreground (Ctrl-C stops it)"
+DESCRIPTION = ("Start the roster model's OpenAI-compatible endpoint (vLLM; Ray Serve LLM by default, on the CPU "
+               "backend where there is no GPU) and print it. `mkb serve smollm2` serves the embedded default.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="roster name (experiments/models/<name>.yaml), e.g. smollm2")
+    parser.add_argument("--roster-dir", type=Path, help="a folder of roster YAMLs (default: experiments/models)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--backend", choices=["auto", "ray_serve_llm", "vllm_subprocess"], default="auto")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    return serve_main(args.model, roster_dir=args.roster_dir, port=args.port, backend=args.backend)
 
 
 def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, backend: str = "auto") -> int:

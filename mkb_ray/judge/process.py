@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import psutil
+
 LOG_TAIL_CHARS = 4000
 POLL_S = 0.05
 
@@ -41,21 +43,19 @@ class WorkerOutcome:
 
 
 def _process_tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and its descendants (Linux /proc), in MiB."""
-    total_kb = 0
-    pending = [pid]
-    while pending:
-        current = pending.pop()
+    """Resident memory of a process and its descendants, in MiB (processes that end meanwhile count 0)."""
+    try:
+        root = psutil.Process(pid)
+        tree = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0
+    for process in tree:
         try:
-            for line in Path(f"/proc/{current}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total_kb += int(line.split()[1])
-                    break
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-            pending.extend(int(c) for c in children)
-        except (OSError, ValueError):
+            total += process.memory_info().rss
+        except psutil.Error:
             continue
-    return total_kb / 1024
+    return total / 2**20
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -105,8 +105,9 @@ def _parse_answer(raw: bytes, nonce: str) -> Optional[dict[str, Any]]:
 
 
 def worker_env() -> dict[str, str]:
+    """The environment of a judging process: ours, with this checkout importable and CuTe DSL aimed at sm_90a."""
     env = dict(os.environ)
-    repo_root = str(Path(__file__).resolve().parent.parent)
+    repo_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("CUTE_DSL_ARCH", "sm_90a")
     return env

@@ -1,7 +1,6 @@
 """`mkb attempt`: one attempt on a local Ray (127.0.0.1 only), starting the model server when the model is ours.
 
-The lead's CLI wires it with `add_attempt_arguments(parser)` and `attempt_from_args(args)`; `attempt_main(...)` is
-the same thing with plain arguments. Exit codes: 0 when an attempt record was written with status completed or
+`attempt_main(...)` is the same thing with plain arguments (the end-to-end tests call it). Exit codes: 0 when an attempt record was written with status completed or
 skipped (a failing kernel is still a completed attempt), 1 when the attempt ended in an infrastructure error,
 2 on bad usage (unknown model or problem, a budget field that does not exist, a CPU target for CuTe DSL).
 """
@@ -14,9 +13,11 @@ import os
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from pydantic import ValidationError
-
 log = logging.getLogger(__name__)
+
+HELP = "run one agent attempt (solo, or conditioned on a SKILL.md) and write its record"
+DESCRIPTION = ("A model reads the problem, writes kernels, gets verdicts back, keeps a SKILL.md and ends with a "
+               "final kernel judged once more. Exit 0 when the record says completed or skipped.")
 
 # Model server start-up on a CPU machine takes ~50-80 s (ARCHITECTURE measured facts); the first start also
 # converts SmolLM2 (~50 s). Generous, but bounded.
@@ -30,7 +31,9 @@ class AttemptUsageError(ValueError):
 def parse_budget_overrides(items: Sequence[str]) -> dict[str, Any]:
     """`KEY=VALUE` strings (e.g. wall_clock_s=600, submissions=3) checked against BudgetSpec: a typo names the
     field."""
-    from .records import BudgetSpec
+    from pydantic import ValidationError
+
+    from ..records import BudgetSpec
 
     overrides: dict[str, Any] = {}
     for item in items:
@@ -50,18 +53,9 @@ def parse_budget_overrides(items: Sequence[str]) -> dict[str, Any]:
     return overrides
 
 
-def _has_gpu() -> bool:
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - no torch/CUDA means no GPU here
-        return False
-
-
 def _init_ray() -> bool:
     """A local Ray bound to loopback; returns whether this call started it."""
-    from mkb_ray.models.local_ray import init_local_ray
+    from ..models.local_ray import init_local_ray
 
     # Logical CPUs: the model replica reserves the machine's cores, yet model turns and judging alternate within
     # an attempt, so the evaluator gets its own logical slot instead of waiting for the replica to go away.
@@ -82,11 +76,14 @@ def attempt_main(problem: str, dsl: str, model: str, out: Path, agent: str = "au
     api_base: an already running OpenAI-compatible server for a local model (e.g. `mkb serve`); without it a
     ModelServer is started on the local Ray and stopped afterwards.
     """
-    from .models.roster import RosterError, get_model
-    from .problems import load_problems
-    from .records import AttemptConfig, BudgetSpec
+    from pydantic import ValidationError
 
-    gpu = _has_gpu()
+    from ..judge.device import detect_gpu
+    from ..models.roster import RosterError, get_model
+    from ..problems import load_problems
+    from ..records import AttemptConfig, BudgetSpec
+
+    gpu = detect_gpu()
     try:
         spec = get_model(model, roster_dir)
         load_problems(problems_root).get(problem)
@@ -113,15 +110,15 @@ def attempt_main(problem: str, dsl: str, model: str, out: Path, agent: str = "au
 async def _run(config: Any, spec: Any, device: str, api_base: Optional[str], problems_root: Optional[Path]) -> int:
     import ray
 
-    from .actors.evaluator import make_evaluator
-    from .attempt import run_attempt
-    from .llm.client import LLMClient
+    from ..actors.evaluator import make_evaluator
+    from ..agents.attempt import run_attempt
+    from ..llm.client import LLMClient
 
     started_ray = _init_ray()
     server = None
     try:
         if spec.is_local and api_base is None:
-            from .actors.model_server import make_model_server
+            from ..actors.model_server import make_model_server
 
             server = make_model_server(spec)
             try:
@@ -148,7 +145,7 @@ async def _run(config: Any, spec: Any, device: str, api_base: Optional[str], pro
 def _print_summary(record: Any) -> None:
     from rich.console import Console
 
-    from .console import make_console
+    from ._console import make_console
 
     console = make_console()
     final = record.final_verdict
@@ -163,7 +160,7 @@ def _print_summary(record: Any) -> None:
         Console(stderr=True).print(f"[red]error:[/red] {record.error.splitlines()[0]}")
 
 
-def add_attempt_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of `mkb attempt PROBLEM --dsl D --model M ...`."""
     parser.add_argument("problem", help="problem id, e.g. mlp_norm/01_fused_add_rmsnorm")
     parser.add_argument("--dsl", required=True, choices=("tirx", "cutedsl"))
@@ -182,9 +179,10 @@ def add_attempt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base", default=None, help="use this running server instead of starting one")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--attempt-id", default=None)
+    parser.set_defaults(handler=run)
 
 
-def attempt_from_args(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run `mkb attempt` from parsed arguments; usage errors print one line and return 2."""
     import sys
 

@@ -1,22 +1,26 @@
 """`mkb plan CONFIG`: what a campaign would run, without running anything.
 
 Prints trial counts by kind, arm and model, the longest dependency path, the target each DSL resolves to on this
-machine, a labelled cost estimate with its assumptions, and the first trials with their dependencies. The lead's
-CLI wires it with `add_plan_arguments(parser)` and `plan_from_args(args)`. Exit codes: 0, or 2 with one line on
-stderr for a config that does not load (bad YAML, unknown field, model or problem).
+machine, a labelled cost estimate with its assumptions, and the first trials with their dependencies. Exit codes: 0,
+or 2 with one line on stderr for a config that does not load (bad YAML, unknown field, model or problem).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any
 
+from ._common import add_experiment_config
 
-def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", type=Path, help="experiment YAML (e.g. experiments/quickstart.yaml)")
+HELP = "expand an experiment YAML into trials: counts, dependencies, a GPU-hour estimate"
+DESCRIPTION = ("Print what `mkb run CONFIG` would run: trials per model, kind and arm, the longest dependency "
+               "chain, where each DSL's kernels are judged on this machine, and an estimate with its assumptions. "
+               "Exit 2 for a config that does not load (the message names file and field).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_experiment_config(parser)
     parser.add_argument("--json", action="store_true", help="print the plan summary as JSON")
     parser.add_argument("--show", type=int, default=10, metavar="N",
                         help="list the first N trial ids with their dependencies (default 10; 0: none)")
@@ -24,19 +28,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     gpu.add_argument("--gpu", dest="has_gpu", action="store_true", default=None,
                      help="plan as for a machine with a GPU (default: look at this machine)")
     gpu.add_argument("--no-gpu", dest="has_gpu", action="store_false", help="plan as for a machine without one")
-
-
-def detect_gpu() -> bool:
-    """Whether this machine has a usable NVIDIA GPU. No NVIDIA device node: no (without importing torch, ~1 s);
-    otherwise torch decides, as the attempt runner does."""
-    if not (os.path.exists("/dev/nvidia0") or os.path.exists("/proc/driver/nvidia/gpus")):
-        return False
-    try:
-        import torch
-
-        return bool(torch.cuda.is_available())
-    except Exception:  # noqa: BLE001 - no torch/CUDA means no GPU here
-        return False
+    parser.set_defaults(handler=run)
 
 
 def _error(message: str) -> int:
@@ -44,10 +36,12 @@ def _error(message: str) -> int:
     return 2
 
 
-def plan_from_args(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from ..campaign.config import ExperimentConfigError, config_hash, describe_target, load_experiment, \
+        resolve_target
+    from ..campaign.plan import estimate, plan_campaign
+    from ..judge.device import detect_gpu
     from ..models.roster import RosterError, load_roster
-    from .config import ExperimentConfigError, config_hash, describe_target, load_experiment, resolve_target
-    from .plan import estimate, plan_campaign
 
     try:
         config = load_experiment(args.config)
@@ -76,7 +70,7 @@ def plan_from_args(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from ..console import make_console
+    from ._console import make_console
 
     console = make_console()
     label = " [bold magenta]SYNTHETIC[/bold magenta]" if config.is_synthetic else ""
@@ -137,13 +131,3 @@ def plan_from_args(args: argparse.Namespace) -> int:
         console.print(first)
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m mkb_ray.campaign.plan_cli CONFIG` (the same as `mkb plan`)."""
-    parser = argparse.ArgumentParser(prog="mkb plan", description=__doc__.splitlines()[0])
-    add_plan_arguments(parser)
-    return plan_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

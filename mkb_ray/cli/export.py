@@ -1,6 +1,5 @@
 """`mkb export RUN [--parquet] [--results-json] [--out DIR]`: export a run store (both formats when neither flag
-is given; default DIR: RUN/export). The lead's CLI wires it with `add_export_arguments(parser)` and
-`export_from_args(args)`. Exit codes: 0 written, 2 no run store at RUN (or one this version cannot read).
+is given; default DIR: RUN/export). Exit codes: 0 written, 2 no run store at RUN (or one this version cannot read).
 """
 from __future__ import annotations
 
@@ -9,18 +8,24 @@ import sys
 from pathlib import Path
 
 
-def add_export_arguments(parser: argparse.ArgumentParser) -> None:
+HELP = "export a run's store as parquet tables and per-model results.json"
+DESCRIPTION = ("Write RUN's store as polars-readable parquet tables and MetaKernelBench-style results.json files "
+               "(synthetic rows are labelled).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN", help="the run directory (holds store.sqlite)")
     parser.add_argument("--parquet", action="store_true",
                         help="every table as <table>.parquet (polars), with a synthetic column in each")
     parser.add_argument("--results-json", action="store_true",
                         help="MetaKernelBench-compatible <model>/results.json per model")
     parser.add_argument("--out", type=Path, metavar="DIR", help="where to write (default: RUN/export)")
+    parser.set_defaults(handler=run)
 
 
-def export_from_args(args: argparse.Namespace) -> int:
-    from .export import export_parquet, export_results_json
-    from .sqlite_store import STORE_FILE, StoreError
+def run(args: argparse.Namespace) -> int:
+    from ..store.export import export_parquet, export_results_json
+    from ..store.sqlite_store import STORE_FILE, StoreError
 
     run: Path = args.run
     if not (run / STORE_FILE).is_file():
@@ -37,9 +42,9 @@ def export_from_args(args: argparse.Namespace) -> int:
     except StoreError as err:
         print(f"mkb export: {err}", file=sys.stderr)
         return 2
-    from rich.console import Console
+    from ._console import make_console
 
-    console = Console()
+    console = make_console()
     for path in written:
         console.print(f"wrote {path}")
     return 0

@@ -1,6 +1,7 @@
 """The unit of a campaign: a `Trial` (one planned attempt) and a `TrialOutcome` (what the store keeps of it).
 
-The planner (`plan.py`) turns an experiment config into trials; the scheduler runs them; the store writes outcomes.
+The planner (`mkb_ray.campaign.plan`) turns an experiment config into trials; the scheduler runs them; the store
+writes outcomes.
 A trial's id is deterministic, so a rerun of the same config finds the same ids and runs only what is missing:
     benchmark arms   <model>/<problem>/r<k>/<arm>          arm in solo_cutedsl, solo_tirx, cutedsl2tirx_skill, ...
     chain hops       <model>/<problem>/chain<c>/h<k>       hop 0 solo, hop k>=1 conditioned on hop k-1's SKILL.md

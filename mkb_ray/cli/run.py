@@ -16,11 +16,18 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ._common import add_experiment_config
+
 log = logging.getLogger(__name__)
 
+HELP = "run a campaign (benchmark arms and/or chains) on Ray; rerun to resume"
+DESCRIPTION = ("Plan CONFIG, sync it with the run's store (runs/<name>/store.sqlite), start model servers and "
+               "evaluators, run every trial not yet stored, print a summary. Kill it or Ctrl-C it at any time: the "
+               "same command resumes without repeating or losing a trial.")
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", type=Path, help="experiment YAML, e.g. experiments/quickstart.yaml")
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_experiment_config(parser)
     parser.add_argument("--run-dir", type=Path, default=None, help="where the store lives (default: the "
                                                                    "config's run_dir, runs/<name>)")
     parser.add_argument("--rerun-stale", action="store_true",
@@ -28,15 +35,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="log lines instead of a live display")
     parser.add_argument("--ray-address", default=None,
                         help="an existing Ray cluster (e.g. auto); default: a local Ray on 127.0.0.1")
+    parser.set_defaults(handler=run)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from ..campaign.config import ExperimentConfigError, config_hash, load_experiment
+    from ..campaign.plan import plan_campaign
+    from ..judge.device import detect_gpu
     from ..store.sqlite_store import RunStore, StoreError
-    from .config import ExperimentConfigError, config_hash, load_experiment
-    from .plan import plan_campaign
-    from .plan_cli import detect_gpu
-
-    from ..console import make_console
+    from ._console import make_console
 
     console = make_console()
     try:
@@ -75,7 +82,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         code = 0
         if pending > 0:
             code = _execute(config, plan, store, roster, has_gpu, args, console)
-        from .summary import print_summary, summarise
+        from ..campaign.summary import summarise
 
         print_summary(summarise(store), run_dir, has_gpu, console)
     return code
@@ -85,10 +92,10 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
              console: Any) -> int:
     import ray
 
-    from .config import model_concurrency, resolve_agent
-    from .runner import TrialContext
-    from .scheduler import Scheduler, SchedulerSettings
-    from .services import ModelServices, start_evaluators
+    from ..campaign.config import model_concurrency, resolve_agent
+    from ..campaign.runner import TrialContext
+    from ..campaign.scheduler import Scheduler, SchedulerSettings
+    from ..campaign.services import ModelServices, start_evaluators
 
     started_ray = _init_ray(args.ray_address)
     services: Optional[ModelServices] = None
@@ -141,7 +148,11 @@ def _init_ray(address: Optional[str]) -> bool:
     if address or os.environ.get("RAY_ADDRESS"):
         import ray
 
-        ray.init(address=address or os.environ["RAY_ADDRESS"], log_to_driver=False)
+        from . import PROCESS_ENV
+
+        # A cluster's workers do not inherit this driver's environment: the variables they need travel with the job.
+        ray.init(address=address or os.environ["RAY_ADDRESS"], log_to_driver=False,
+                 runtime_env={"env_vars": dict(PROCESS_ENV)})
         return True
     from ..models.local_ray import init_local_ray
 
@@ -193,3 +204,27 @@ def _duration(seconds: Optional[float]) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def print_summary(summary: Any, run_dir: Any, has_gpu: bool, console: Any) -> None:
+    """The table printed after `mkb run`: final tiers per model and arm, skills written, what is synthetic."""
+    from rich.table import Table
+
+    from ..campaign.summary import TIER_COLUMNS, target_notes
+
+    label = ""
+    if summary.synthetic:
+        label = (" [bold yellow](SYNTHETIC agent: its kernels are the shipped solutions; tiers measured by the real "
+                 "judge)[/bold yellow]" if summary.real_judge else
+                 " [bold yellow](SYNTHETIC: drawn, not measured)[/bold yellow]")
+    table = Table(title=f"final tiers per arm — {run_dir}{label}")
+    for column in ("model", "arm", *TIER_COLUMNS):
+        table.add_column(column, justify="left" if column in ("model", "arm") else "right")
+    for (model, group), tiers in sorted(summary.tiers.items()):
+        table.add_row(model, group, *(str(tiers.get(t, 0)) for t in TIER_COLUMNS))
+    console.print(table)
+    statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
+    console.print(f"{summary.trials} trials: {statuses}; a non-empty SKILL.md written by {summary.skills_written}"
+                  + (f"; {summary.synthetic} synthetic" if summary.synthetic else ""))
+    for note in target_notes(summary, has_gpu):
+        console.print(f"  {note}")

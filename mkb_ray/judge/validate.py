@@ -5,10 +5,11 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from .judge import JudgeOptions, default_preset, judge_kernel
-from .problems import SOLUTION_VARIANTS, Problem, ProblemSet
-from .verdict import CheckResult, Verdict
-from .worker_process import JudgeLimits, run_worker
+from ..judge_worker.request import JudgeOptions, default_preset
+from ..problems import SOLUTION_VARIANTS, Problem, ProblemSet
+from ..records import CheckResult, Verdict
+from .kernel import judge_kernel
+from .process import JudgeLimits, run_worker
 
 
 @dataclass

@@ -1,0 +1,64 @@
+"""The judge's one entry point: a kernel file in, a typed `Verdict` out.
+
+Each submission runs in a fresh judging process (`mkb_ray.judge.process`) under a hard wall-clock timeout and a
+resident-memory limit. A worker that dies, hangs or balloons is itself the verdict: `crash`, `timeout` or
+`memory_limit`.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import signal
+from pathlib import Path
+from typing import Optional
+
+from ..judge_worker.request import JudgeOptions, JudgeRequest, default_preset
+from ..problems import Problem
+from ..records import CheckResult, Verdict
+from .device import ptx_cache_dir
+from .process import JudgeLimits, run_worker
+
+
+def judge_kernel(
+    problem: Problem,
+    kernel_path: Path,
+    dsl: str,
+    device: str = "cpu",
+    preset: Optional[str] = None,
+    seed: Optional[int] = None,
+    limits: JudgeLimits = JudgeLimits(),
+    options: JudgeOptions = JudgeOptions(),
+) -> Verdict:
+    """Judge `kernel_path` as a `dsl` solution of `problem` on `device` ('cuda' or 'cpu')."""
+    kernel_path = Path(kernel_path).resolve()
+    request = JudgeRequest(
+        problem_id=problem.problem_id, problem_path=str(problem.path.resolve()), kernel_path=str(kernel_path),
+        dsl=dsl, device=device, preset=preset or default_preset(device),
+        seed=seed if seed is not None else secrets.randbelow(2**31), options=options.resolved(device),
+        ptx_cache_dir=str(ptx_cache_dir()))
+    outcome = run_worker({"request": request.as_json_dict(), "mode": "judge"}, limits)
+    payload, killed_for, wall_s, log_tail = outcome.payload, outcome.killed_for, outcome.wall_s, outcome.log_tail
+    if payload is not None and killed_for is None:
+        return Verdict(**payload, wall_s=wall_s, log_tail=log_tail)
+    if killed_for == "timeout":
+        failure = ("timeout", f"killed after the {limits.timeout_s:.0f} s limit (compile + judging)")
+    elif killed_for == "memory_limit":
+        failure = ("memory_limit", f"killed: resident memory exceeded {limits.memory_mb} MiB")
+    else:
+        code = outcome.returncode
+        how = f"signal {-code} ({signal.Signals(-code).name})" if code and code < 0 else f"exit code {code}"
+        failure = ("crash", f"the judging process died ({how}) before producing a verdict")
+    return _failure_verdict(request, kernel_path, failure[0], failure[1], wall_s, log_tail)
+
+
+def _failure_verdict(request: JudgeRequest, kernel_path: Path, check: str, reason: str, wall_s: float,
+                     log_tail: str) -> Verdict:
+    try:
+        source_hash = hashlib.sha256(kernel_path.read_bytes()).hexdigest()
+    except OSError:
+        source_hash = ""
+    return Verdict(
+        problem_id=request.problem_id, source_hash=source_hash, dsl=request.dsl, device=request.device,
+        preset=request.preset, seed=request.seed, compiled=False, executed=False, tier="fail",
+        rejected_by=check, reason=reason, checks=[CheckResult(name=check, passed=False, detail=reason)],
+        wall_s=wall_s, log_tail=log_tail)

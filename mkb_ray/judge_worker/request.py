@@ -1,0 +1,78 @@
+"""What a judgement is asked to do: the one judging-options type, and the request the parent sends the worker.
+
+Standard library only: the judging worker imports this (it runs where there is no pydantic), and the parent side
+(`mkb_ray.judge`), the `mkb` command line and the evaluator actor all take their options and defaults from here.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, Optional
+
+Device = Literal["cpu", "cuda"]
+Preset = Literal["production", "smoke"]
+
+
+@dataclass(frozen=True)
+class JudgeOptions:
+    """How much judging to do; the defaults follow the MetaKernelBench protocol."""
+
+    correctness_draws: int = 5          # fresh-seed draws compared with the fp64 anchor
+    outlier_draws: int = 2              # draws with the sidecar's outlier inputs scaled up (KernelBenchX)
+    warmup: int = 10                    # untimed draws before timing
+    timed: int = 50                     # timed draws; kernel_ms is their median
+    # Time torch.compile of the reference too. None: on for GPUs, off on CPU (inductor's C++ build is slow there).
+    compile_baseline: Optional[bool] = None
+    skip_static_checks: bool = False    # tests only: exercise the runtime guards behind the static rules
+
+    def resolved(self, device: str) -> "JudgeOptions":
+        """These options with every `None` decided for `device`."""
+        if self.compile_baseline is not None:
+            return self
+        return JudgeOptions(**{**asdict(self), "compile_baseline": device == "cuda"})
+
+    def __post_init__(self) -> None:
+        for name in ("correctness_draws", "outlier_draws", "warmup"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"JudgeOptions.{name} must be >= 0, got {getattr(self, name)}")
+        if self.timed < 1:
+            raise ValueError(f"JudgeOptions.timed must be >= 1, got {self.timed}")
+
+
+def default_preset(device: str) -> Preset:
+    """Production shapes on a GPU, the problem's smoke preset on a CPU."""
+    return "production" if device == "cuda" else "smoke"
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """One judgement as the parent asks the worker for it (JSON on the worker's stdin)."""
+
+    problem_id: str
+    problem_path: str
+    kernel_path: str
+    dsl: str
+    device: str = "cpu"       # 'cuda': run on the GPU (compile-only if there is none); 'cpu': this machine's CPU
+    preset: str = "smoke"
+    seed: int = 0
+    options: JudgeOptions = field(default_factory=JudgeOptions)
+    ptx_cache_dir: Optional[str] = None
+
+    def as_json_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json_dict(cls, data: dict[str, Any]) -> "JudgeRequest":
+        """The request back from `as_json_dict()`; unknown keys are an error (a parent and a worker of different
+        versions must not silently disagree about what was asked)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown judge request field(s): {', '.join(unknown)}")
+        values = dict(data)
+        options = values.get("options") or {}
+        option_names = {f.name for f in fields(JudgeOptions)}
+        unknown = sorted(set(options) - option_names)
+        if unknown:
+            raise ValueError(f"unknown judge option(s): {', '.join(unknown)}")
+        values["options"] = JudgeOptions(**options)
+        return cls(**values)

@@ -1,0 +1,21 @@
+"""The data model, at the bottom of the layers: every typed record the other packages exchange.
+
+It imports nothing of the project, so every package may import it (the store, synthetic mode, agents, the
+scheduler, analysis) and none has to reach up into another's package for a type.
+
+    verdict.py       Verdict, CheckResult, Tier: what the judge says about one kernel
+    attempt.py       BudgetSpec, AttemptConfig, LLMUsage, LLMCallRecord, SubmissionRecord, AttemptRecord
+    trial.py         Trial (one planned attempt of a campaign), TrialOutcome (what the store keeps of it)
+    dependencies.py  TrialGraph, downstream: the trials' dependency graph (planner, scheduler and store)
+"""
+from __future__ import annotations
+
+from .attempt import (SCHEMA_VERSION, AttemptConfig, AttemptRecord, AttemptStatus, BudgetSpec, LLMCallRecord,
+                      LLMUsage, StopReason, SubmissionRecord)
+from .dependencies import TrialGraph, downstream
+from .trial import Dsl, Target, Trial, TrialOutcome, TrialStatus
+from .verdict import CheckResult, CompileRecordModel, Tier, Verdict
+
+__all__ = ["SCHEMA_VERSION", "AttemptConfig", "AttemptRecord", "AttemptStatus", "BudgetSpec", "CheckResult",
+           "CompileRecordModel", "Dsl", "LLMCallRecord", "LLMUsage", "StopReason", "SubmissionRecord", "Target",
+           "Tier", "Trial", "TrialGraph", "TrialOutcome", "TrialStatus", "Verdict", "downstream"]
