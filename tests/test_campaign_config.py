@@ -48,7 +48,7 @@ def test_quickstart_is_the_small_cpu_default():
     assert config.models == ["smollm2"] and config.agent == "chat" and config.target == "auto"
     assert config.replicates == 1 and config.benchmark is not None and len(config.benchmark.arms) == 4
     assert config.chains is not None and config.chains.hops == 3 and config.chains.per_cell == 1
-    # The 3-hop chain is the critical path of the <10 min target: three attempt clocks must fit in it.
+    # The 3-hop chain is the critical path of the ~11 min quickstart: three attempt clocks must fit in 12 minutes.
     assert config.budget.wall_clock_s * config.chains.hops <= 720 and config.budget.submissions <= 2
     assert model_concurrency(config, load_roster()["smollm2"]) == 4
     selection = select_problems(config)
