@@ -128,8 +128,8 @@ def test_workspace_agent_driven_by_real_tool_calls(smollm2_endpoint, tmp_path):
                            agent="workspace", budget=WORKSPACE_BUDGET, out_dir=out, attempt_id="e2e-workspace")
     client = LLMClient(get_model("smollm2"), smollm2_endpoint["api_base"])
     evaluator = EvaluatorActor("cpu", slots=1, options=JudgeOptions(warmup=1, timed=2))
-    record = asyncio.run(run_attempt(config, client, evaluator,
-                                     workspace_agent_factory=lambda ctx: WorkspaceAgent(ctx, tool_choice=WORKSPACE_TOOLS)))
+    factory = lambda ctx: WorkspaceAgent(ctx, tool_choice=WORKSPACE_TOOLS)  # noqa: E731
+    record = asyncio.run(run_attempt(config, client, evaluator, workspace_agent_factory=factory))
     assert record.status == "completed" and record.error is None, (record.stop_reason, record.error)
     events = [json.loads(line) for line in (out / "transcript.jsonl").read_text().splitlines()]
     tools = [e for e in events if e["event"] == "tool"]

@@ -14,7 +14,8 @@ from conftest import EXAMPLE_PROBLEM, REPO
 # Making a module None in sys.modules makes any import of it fail, as if it were not installed.
 BLOCK_AND_RUN = """
 import sys
-for name in ("pydantic", "ray", "rich", "polars", "yaml", "litellm", "networkx", "mkb_ray.records", "mkb_ray.judge", "mkb_ray.store", "mkb_ray.campaign"):
+for name in ("pydantic", "ray", "rich", "polars", "yaml", "litellm", "networkx", "mkb_ray.records", "mkb_ray.judge",
+             "mkb_ray.store", "mkb_ray.campaign"):
     sys.modules[name] = None
 import runpy
 sys.argv = ["mkb_ray.judge_worker"]

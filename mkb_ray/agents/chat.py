@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .context import CHARS_PER_TOKEN, AgentOutcome, AttemptContext, AttemptStopped, clean_text, clip
+from .context import (CHARS_PER_TOKEN, UNASKABLE_STOPS, AgentOutcome, AttemptContext, AttemptStopped, clean_text,
+                      clip)
 from .skill import SKILL_MAX_CHARS, render, render_section
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,7 @@ class ChatAgent:
                                        prefill=self._opening("skill"))
         except AttemptStopped as stopped:
             self.messages = before  # the request stays unanswered; the closing turn asks again
-            return stopped.reason if stopped.reason in ("llm_error", "context_overflow", "tokens") else None
+            return stopped.reason if stopped.reason in UNASKABLE_STOPS else None
         skill = pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
         refusal = self._set_skill(skill) if skill is not None else None
         if skill is not None and refusal is None:
@@ -238,7 +239,7 @@ class ChatAgent:
 
     async def _closing_skill_turn(self, stop: str) -> None:
         """Ask once for the final SKILL.md, unless the model cannot be asked any more."""
-        if stop in ("llm_error", "context_overflow", "tokens") or self.ctx.budget.remaining_s() <= 0:
+        if stop in UNASKABLE_STOPS or self.ctx.budget.remaining_s() <= 0:
             return
         why = {"submissions": "the submission budget is spent", "wall_clock": "the time budget is nearly spent",
                "max_turns": "the turn budget is spent"}.get(stop, stop)

@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Union
 
 from ..llm.client import LLMCallError, LLMClient, LLMReply
-from ..records import AttemptConfig, LLMCallRecord, LLMUsage, SubmissionRecord
-from ..records import Verdict
+from ..records import AttemptConfig, LLMCallRecord, LLMUsage, SubmissionRecord, Verdict
 from .budget import Budget
 from .evaluator_port import EvaluatorPort
 
@@ -77,6 +76,10 @@ class TaskStatement:
     skill_instructions: str
     source_skill: Optional[str]  # the skill arm: the fixed header plus the source SKILL.md; None for solo
     text: str
+
+
+# Stop reasons after which the model cannot be asked anything more (not even for SKILL.md).
+UNASKABLE_STOPS = ("llm_error", "context_overflow", "tokens")
 
 
 class AttemptStopped(Exception):

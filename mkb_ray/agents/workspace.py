@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence, Union
 
 from ..llm.client import LLMReply, ToolCall
 from .chat import fenced_blocks, pick_skill
-from .context import AgentOutcome, AttemptContext, AttemptStopped, clean_text, clip
+from .context import UNASKABLE_STOPS, AgentOutcome, AttemptContext, AttemptStopped, clean_text, clip
 from .sandbox import (SandboxLimits, SandboxPolicy, WorkspaceFileError, bwrap_path, default_policy,
                       prepare_workspace, read_workspace_file, run_sandboxed)
 from .skill import SKILL_MAX_CHARS, render, render_section
@@ -225,7 +225,7 @@ class WorkspaceAgent:
         elif outcome.record.counted and budget.spec.submissions and budget.submissions_left == 0:
             self.grace_turns = GRACE_TURNS
             report += "\n\n" + say("last_submission", grace=GRACE_TURNS)
-        if outcome.record.counted and not self._skill_text():
+        if outcome.record.counted and self._skill_is_empty():
             report += "\n\n" + say("skill_reminder")
         return report
 
@@ -253,6 +253,14 @@ class WorkspaceAgent:
         return render_section("chat_messages.md", "budget_status", submissions_left=budget.submissions_left,
                               minutes_left=f"{max(0.0, budget.remaining_s()) / 60:.0f}", turn=turn,
                               max_turns=max_turns).strip()
+
+    def _skill_is_empty(self) -> bool:
+        """Whether SKILL.md holds nothing yet, read mid-attempt without notes (an unreadable file counts as empty;
+        `_skill_text` says why when the attempt ends)."""
+        try:
+            return not read_workspace_file(self.workspace, "SKILL.md", SKILL_MAX_CHARS * 4).data.strip()
+        except WorkspaceFileError:
+            return True
 
     def _skill_text(self) -> str:
         try:
@@ -287,7 +295,7 @@ class WorkspaceAgent:
     async def _closing_skill_turn(self, stop: Optional[str]) -> None:
         """Ask once for SKILL.md (it is empty), unless the model cannot be asked any more. Both a write_file call
         and a ```skill block in the reply are accepted; no other tool runs."""
-        if stop in ("llm_error", "context_overflow", "tokens") or self.ctx.budget.remaining_s() <= 0:
+        if stop in UNASKABLE_STOPS or self.ctx.budget.remaining_s() <= 0:
             return
         why = {"submissions": "the submission budget is spent", "wall_clock": "the time budget is nearly spent",
                "max_turns": "the turn budget is spent", "finished": "you called finish"}.get(stop or "", stop)

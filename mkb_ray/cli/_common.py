@@ -3,7 +3,6 @@ defaults come from `JudgeOptions` / `JudgeLimits` themselves, never repeated her
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,10 +35,6 @@ def load_problem_set(root: Optional[Path]) -> Any:
         raise UsageError(str(err)) from None
 
 
-def _default(name: str) -> Any:
-    return next(f.default for f in fields(JudgeOptions) if f.name == name)
-
-
 def add_judging_options(parser: argparse.ArgumentParser) -> None:
     """--timeout-s, --warmup, --timed, --no-compile-baseline; defaults are JudgeLimits' and JudgeOptions'."""
     from ..judge.process import JudgeLimits
@@ -47,10 +42,10 @@ def add_judging_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("judging")
     group.add_argument("--timeout-s", type=float, default=JudgeLimits.timeout_s,
                        help=f"hard limit per judgement (default {JudgeLimits.timeout_s:g})")
-    group.add_argument("--warmup", type=int, default=_default("warmup"),
-                       help=f"warm-up draws before timing (default {_default('warmup')})")
-    group.add_argument("--timed", type=int, default=_default("timed"),
-                       help=f"timed draws (default {_default('timed')})")
+    group.add_argument("--warmup", type=int, default=JudgeOptions.warmup,
+                       help=f"warm-up draws before timing (default {JudgeOptions.warmup})")
+    group.add_argument("--timed", type=int, default=JudgeOptions.timed,
+                       help=f"timed draws (default {JudgeOptions.timed})")
     group.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false", default=None,
                        help="skip timing torch.compile of the reference (on by default on GPUs; inductor's first "
                             "compile costs 10-60 s per judgement)")

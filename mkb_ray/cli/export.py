@@ -7,7 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 HELP = "export a run's store as parquet tables and per-model results.json"
 DESCRIPTION = ("Write RUN's store as polars-readable parquet tables and MetaKernelBench-style results.json files "
                "(synthetic rows are labelled).")
@@ -27,18 +26,18 @@ def run(args: argparse.Namespace) -> int:
     from ..store.export import export_parquet, export_results_json
     from ..store.sqlite_store import STORE_FILE, StoreError
 
-    run: Path = args.run
-    if not (run / STORE_FILE).is_file():
-        print(f"mkb export: no run store at {run / STORE_FILE}", file=sys.stderr)
+    run_dir: Path = args.run
+    if not (run_dir / STORE_FILE).is_file():
+        print(f"mkb export: no run store at {run_dir / STORE_FILE}", file=sys.stderr)
         return 2
-    out: Path = args.out if args.out is not None else run / "export"
+    out: Path = args.out if args.out is not None else run_dir / "export"
     both = not args.parquet and not args.results_json
     written: list[Path] = []
     try:
         if args.parquet or both:
-            written += export_parquet(run, out).values()
+            written += export_parquet(run_dir, out).values()
         if args.results_json or both:
-            written += export_results_json(run, out)
+            written += export_results_json(run_dir, out)
     except StoreError as err:
         print(f"mkb export: {err}", file=sys.stderr)
         return 2

@@ -105,11 +105,11 @@ def _parse_answer(raw: bytes, nonce: str) -> Optional[dict[str, Any]]:
 
 
 def worker_env() -> dict[str, str]:
-    """The environment of a judging process: ours, with this checkout importable and CuTe DSL aimed at sm_90a."""
+    """The environment of a judging process: ours, with this checkout importable (the worker aims CuTe DSL at
+    sm_90a itself, in `mkb_ray.judge_worker.__main__`)."""
     env = dict(os.environ)
     repo_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env.setdefault("CUTE_DSL_ARCH", "sm_90a")
     return env
 
 
