@@ -46,6 +46,21 @@ def fast_options():
     return JudgeOptions(warmup=2, timed=5)
 
 
+@pytest.fixture(scope="session")
+def checker_pool():
+    """Warm checkers for the CPU target, shared by the tests that judge many kernels."""
+    from mkb_ray.judge import CheckerPool
+
+    with CheckerPool("cpu", spares=1) as pool:
+        yield pool
+
+
+@pytest.fixture(scope="session")
+def baseline_cache(tmp_path_factory):
+    """One baseline cache for the session, as a run directory would have."""
+    return tmp_path_factory.mktemp("baselines")
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray on loopback only (never the machine's other interfaces)."""

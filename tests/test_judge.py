@@ -18,15 +18,21 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
                            "cpu", seed=11, options=fast_options)
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.compiled and verdict.executed and verdict.correct
-    assert verdict.target == "llvm" and verdict.timing_method == "wall_clock" and verdict.timed_draws == 5
+    assert verdict.target == "llvm" and verdict.timing_method == "checker_roundtrip_wall_clock"
+    assert verdict.timed_draws == 5 and verdict.harness_overhead_ms > 0
+    assert verdict.kernel_roundtrip_ms == pytest.approx(verdict.kernel_ms + verdict.harness_overhead_ms, abs=1e-6)
     assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.speedup == pytest.approx(
         verdict.eager_ms / verdict.kernel_ms)
     assert verdict.launches_per_call == 1 and verdict.problem_hash and verdict.seed == 11
     assert verdict.dsl_outputs_only is True
     names = [c.name for c in verdict.checks]
-    # 5 draws + 2 outlier draws + the knockout's probe draw + the probes of the audits between timed draws
-    assert names.count("correctness") == 8 + TIMING_AUDITS
-    assert {"static", "knockout", "dsl_output", "post_timing"} <= set(names) and all(c.passed for c in verdict.checks)
+    # 5 draws + 2 outlier draws + the knockout's probe draw + the profiled draw, and a probe and a profiled draw
+    # for each audit between timed draws
+    assert names.count("correctness") == 9 + 2 * TIMING_AUDITS
+    assert {"static", "knockout", "dsl_output", "decoration", "post_timing"} <= set(names)
+    assert all(c.passed for c in verdict.checks)
+    assert verdict.dsl_share is not None and verdict.dsl_share >= 0.5
+    assert verdict.work_evidence["source"] == "aten_ops" and verdict.baseline_source == "measured"
 
 
 @pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
@@ -74,15 +80,24 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
                            options=JudgeOptions(compile_baseline=True))
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.executed and verdict.preset == "production" and verdict.target == "sm_90a"
-    assert verdict.timing_method == "cuda_events_l2_flushed" and verdict.timed_draws == 50
+    assert verdict.timing_method == "checker_roundtrip_l2_flushed" and verdict.timed_draws == 50
+    assert verdict.work_evidence["source"] == "cupti_kernels" and verdict.dsl_share >= 0.5
     assert verdict.torch_compile_ms and verdict.torch_compile_ms > 0 and verdict.eager_ms > 0
     assert "H" in (verdict.device_name or "")  # an H100/H200
 
 
 def test_partial_dsl_solution_is_accepted_and_labelled(problems, fast_options):
-    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_trivial_output.py",
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_small_eager_part.py",
                            "tirx", "cpu", options=fast_options)
     assert verdict.tier in ("pass", "pass2x") and verdict.dsl_outputs_only is False, verdict.reason
-    assert "computed by eager code" in verdict.reason
+    assert "computed by eager code" in verdict.reason and verdict.dsl_share >= 0.5
     note = next(c for c in verdict.checks if c.name == "dsl_output")
-    assert "output(s) [0]" in note.detail
+    assert "output(s) [1]" in note.detail
+
+
+def test_dsl_doing_the_small_part_is_decoration(problems, fast_options):
+    """The reverse split: the DSL adds, eager PyTorch normalises. The profile shows PyTorch doing the work."""
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_trivial_output.py",
+                           "tirx", "cpu", options=fast_options)
+    assert verdict.tier == "fail" and verdict.rejected_by == "decoration", verdict.reason
+    assert "eager PyTorch did the work" in verdict.reason and "mean" in verdict.reason

@@ -1,7 +1,7 @@
 """The parent side of judging: where a kernel is judged.
 
     kernel.py    judge_kernel: a kernel file in, a typed Verdict out (the one entry point)
-    process.py   one judging subprocess: hard timeout, memory limit over its process tree, the private result pipe
+    process.py   checker processes and their warm pool: hard timeout, memory limit over the tree, the result pipe
     validate.py  `mkb problems validate`: every shipped solution and each problem's validity screens
     device.py    is there a GPU here; the PTX compile cache
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .._lazy import lazy_exports
 
-__all__ = ["JudgeLimits", "JudgeOptions", "JudgeRequest", "default_preset", "detect_gpu", "judge_kernel",
+__all__ = ["CheckerPool", "JudgeLimits", "JudgeOptions", "JudgeRequest", "default_preset", "detect_gpu", "judge_kernel",
            "ptx_cache_dir", "run_worker", "worker_env"]
 
 # Lazy, so that `mkb --help` (which reads the option defaults) does not import pydantic and the problem registry.
@@ -21,7 +21,7 @@ _EXPORTS = {
     "JudgeOptions": "mkb_ray.judge_worker.request", "JudgeRequest": "mkb_ray.judge_worker.request",
     "default_preset": "mkb_ray.judge_worker.request", "detect_gpu": "mkb_ray.judge.device",
     "ptx_cache_dir": "mkb_ray.judge.device", "judge_kernel": "mkb_ray.judge.kernel",
-    "JudgeLimits": "mkb_ray.judge.process", "run_worker": "mkb_ray.judge.process",
+    "JudgeLimits": "mkb_ray.judge.process", "CheckerPool": "mkb_ray.judge.process", "run_worker": "mkb_ray.judge.process",
     "worker_env": "mkb_ray.judge.process",
 }
 

@@ -1,8 +1,9 @@
 """The judge's one entry point: a kernel file in, a typed `Verdict` out.
 
-Each submission runs in a fresh judging process (`mkb_ray.judge.process`) under a hard wall-clock timeout and a
-resident-memory limit. A worker that dies, hangs or balloons is itself the verdict: `crash`, `timeout` or
-`memory_limit`.
+Each submission is judged by a fresh checker process (`mkb_ray.judge.process`, from a warm `CheckerPool` when
+one is given), which runs the candidate in its own sandboxed kernel process (`mkb_ray.judge_worker.pipeline`),
+under a hard wall-clock timeout and a resident-memory limit. A checker that dies, hangs or balloons is itself
+the verdict: `crash`, `timeout` or `memory_limit`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..judge_worker.request import JudgeOptions, JudgeRequest, default_preset
 from ..problems import Problem
 from ..records import CheckResult, Verdict
 from .device import ptx_cache_dir
-from .process import JudgeLimits, run_worker
+from .process import CheckerPool, JudgeLimits, run_worker
 
 
 def judge_kernel(
@@ -28,18 +29,25 @@ def judge_kernel(
     seed: Optional[int] = None,
     limits: JudgeLimits = JudgeLimits(),
     options: JudgeOptions = JudgeOptions(),
+    pool: Optional[CheckerPool] = None,
+    baseline_cache_dir: Optional[Path] = None,
 ) -> Verdict:
-    """Judge `kernel_path` as a `dsl` solution of `problem` on `device` ('cuda' or 'cpu')."""
+    """Judge `kernel_path` as a `dsl` solution of `problem` on `device` ('cuda' or 'cpu').
+
+    `baseline_cache_dir` (a run directory's, typically) caches the eager/torch.compile baselines per problem,
+    shapes, protocol and device; None measures them for every judgement."""
     kernel_path = Path(kernel_path).resolve()
     request = JudgeRequest(
         problem_id=problem.problem_id, problem_path=str(problem.path.resolve()), kernel_path=str(kernel_path),
         dsl=dsl, device=device, preset=preset or default_preset(device),
         seed=seed if seed is not None else secrets.randbelow(2**31), options=options.resolved(device),
-        ptx_cache_dir=str(ptx_cache_dir()))
-    outcome = run_worker({"request": request.as_json_dict(), "mode": "judge"}, limits)
+        ptx_cache_dir=str(ptx_cache_dir()),
+        baseline_cache_dir=str(Path(baseline_cache_dir).resolve()) if baseline_cache_dir else None)
+    outcome = run_worker({"request": request.as_json_dict(), "mode": "judge"}, limits, pool, device)
     payload, killed_for, wall_s, log_tail = outcome.payload, outcome.killed_for, outcome.wall_s, outcome.log_tail
     if payload is not None and killed_for is None:
-        return Verdict(**payload, wall_s=wall_s, log_tail=log_tail)
+        kernel_log = str(payload.pop("log_tail", "") or "")
+        return Verdict(**payload, wall_s=wall_s, log_tail=(log_tail + kernel_log)[-8000:])
     if killed_for == "timeout":
         failure = ("timeout", f"killed after the {limits.timeout_s:.0f} s limit (compile + judging)")
     elif killed_for == "memory_limit":

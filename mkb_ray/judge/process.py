@@ -1,11 +1,17 @@
-"""Run one `python -m mkb_ray.judge_worker` process safely and collect what it says.
+"""Run judging (checker) processes safely, from a warm pool, and collect what they say.
 
-The process gets its own session (a kill takes its children too), a hard wall-clock timeout and a resident-memory
-limit over its whole process tree. Its answer comes back on a private pipe, tagged with a nonce that the kernel
-under judgement never sees; stdout/stderr are kept only as a log.
+Each checker serves one submission. It gets its own session (a kill takes its group), dies with the thread that
+started it (`PR_SET_PDEATHSIG`; its sandboxed kernel process dies with it in turn), a hard wall-clock timeout and
+a resident-memory limit over its whole process tree. Its answer comes back on a private pipe, tagged with a
+nonce; stdout/stderr are kept only as a log.
+
+`CheckerPool` keeps spares started ahead: a checker imports torch and starts its kernel process (torch and both
+DSLs imported) before it is handed work, so the 5-10 s of process start and imports overlap the previous judgement
+instead of adding to this one.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -17,17 +23,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import IO, Any, Optional
 
 import psutil
 
 LOG_TAIL_CHARS = 4000
-POLL_S = 0.05
+POLL_S = 0.02
+PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
 class JudgeLimits:
-    """Hard limits on one judging process."""
+    """Hard limits on one judging process (and the kernel process it runs)."""
 
     timeout_s: float = 600.0
     memory_mb: int = 12_000
@@ -56,6 +63,103 @@ def _process_tree_rss_mb(pid: int) -> float:
         except psutil.Error:
             continue
     return total / 2**20
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the thread that started us ends (no orphaned checkers)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+
+def worker_env() -> dict[str, str]:
+    """The environment of a judging process: ours, with this checkout importable and the PTX cache named."""
+    from .device import ptx_cache_dir
+
+    env = dict(os.environ)
+    repo_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("MKB_PTX_CACHE_DIR", str(ptx_cache_dir()))
+    return env
+
+
+class CheckerProcess:
+    """One started checker, waiting for its one message."""
+
+    def __init__(self, device: str, kernel_process: bool = True) -> None:
+        self.device = device
+        self.read_fd, self.write_fd = os.pipe()
+        self.log: IO[bytes] = tempfile.TemporaryFile()
+        self.scratch = tempfile.TemporaryDirectory(prefix="mkb-judge-")
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "mkb_ray.judge_worker", "--device", device,
+             *([] if kernel_process else ["--no-kernel-process"])], stdin=subprocess.PIPE,
+            stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(self.write_fd,), env=worker_env(),
+            start_new_session=True, cwd=self.scratch.name, preexec_fn=_die_with_parent)
+        os.close(self.write_fd)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def run(self, message: dict[str, Any], limits: JudgeLimits) -> WorkerOutcome:
+        started = time.perf_counter()
+        nonce = secrets.token_hex(16)
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=_drain, args=(self.read_fd, chunks), daemon=True)
+        reader.start()
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps({**message, "nonce": nonce, "result_fd": self.write_fd}).encode())
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        killed_for = _supervise(self.process, limits)
+        reader.join(timeout=5)
+        self.log.seek(0)
+        log_tail = self.log.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
+        self.close()
+        return WorkerOutcome(_parse_answer(b"".join(chunks), nonce), killed_for, self.process.returncode,
+                             time.perf_counter() - started, log_tail)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            _kill_group(self.process)
+        self.log.close()
+        self.scratch.cleanup()
+
+
+class CheckerPool:
+    """Spare checkers for one device, started ahead of need; each serves exactly one submission.
+
+    Use one pool per evaluator (it is not shared across threads). `spares=0` starts a checker per request."""
+
+    def __init__(self, device: str = "cpu", spares: int = 1) -> None:
+        self.device, self.spares = device, spares
+        self._ready: list[CheckerProcess] = []
+        self._fill()
+
+    def _fill(self) -> None:
+        self._ready = [c for c in self._ready if c.alive()]
+        while len(self._ready) < self.spares:
+            self._ready.append(CheckerProcess(self.device))
+
+    def take(self, device: str) -> CheckerProcess:
+        if device != self.device:
+            return CheckerProcess(device)
+        self._ready = [c for c in self._ready if c.alive()]
+        checker = self._ready.pop(0) if self._ready else CheckerProcess(device)
+        self._fill()  # the replacement starts now, while this one judges
+        return checker
+
+    def close(self) -> None:
+        for checker in self._ready:
+            checker.close()
+        self._ready = []
+
+    def __enter__(self) -> "CheckerPool":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -104,38 +208,11 @@ def _parse_answer(raw: bytes, nonce: str) -> Optional[dict[str, Any]]:
     return answer if isinstance(answer, dict) else None
 
 
-def worker_env() -> dict[str, str]:
-    """The environment of a judging process: ours, with this checkout importable (the worker aims CuTe DSL at
-    sm_90a itself, in `mkb_ray.judge_worker.__main__`)."""
-    env = dict(os.environ)
-    repo_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = repo_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
-def run_worker(message: dict[str, Any], limits: JudgeLimits) -> WorkerOutcome:
-    """Send `message` (with 'request' and 'mode') to a fresh worker and wait for its answer or its end."""
-    started = time.perf_counter()
-    read_fd, write_fd = os.pipe()
-    nonce = secrets.token_hex(16)
-    # A scratch working directory per process: DSL tools drop artifacts (kept PTX, dumps) into the cwd.
-    with tempfile.TemporaryFile() as log, tempfile.TemporaryDirectory(prefix="mkb-judge-") as scratch:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mkb_ray.judge_worker"], stdin=subprocess.PIPE, stdout=log,
-            stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=worker_env(), start_new_session=True, cwd=scratch)
-        os.close(write_fd)
-        chunks: list[bytes] = []
-        reader = threading.Thread(target=_drain, args=(read_fd, chunks), daemon=True)
-        reader.start()
-        assert process.stdin is not None
-        try:
-            process.stdin.write(json.dumps({**message, "nonce": nonce, "result_fd": write_fd}).encode())
-            process.stdin.close()
-        except BrokenPipeError:
-            pass
-        killed_for = _supervise(process, limits)
-        reader.join(timeout=5)
-        log.seek(0)
-        log_tail = log.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
-    return WorkerOutcome(_parse_answer(b"".join(chunks), nonce), killed_for, process.returncode,
-                         time.perf_counter() - started, log_tail)
+def run_worker(message: dict[str, Any], limits: JudgeLimits, pool: Optional[CheckerPool] = None,
+               device: str = "cpu") -> WorkerOutcome:
+    """Send `message` (with 'request' and 'mode') to a checker (a pool's spare, or a fresh one) and wait."""
+    if message.get("mode") == "screen":  # no candidate: no kernel process
+        checker = CheckerProcess(device, kernel_process=False)
+    else:
+        checker = pool.take(device) if pool is not None else CheckerProcess(device)
+    return checker.run(message, limits)

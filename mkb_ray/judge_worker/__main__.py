@@ -1,9 +1,10 @@
-"""Entry point of the judging subprocess: `python -m mkb_ray.judge_worker`.
+"""Entry point of the checker process: `python -m mkb_ray.judge_worker [--device cpu|cuda]`.
 
-Protocol: the parent writes one JSON object to stdin — {"request": {...}, "nonce": str, "result_fd": int,
-"mode": "judge" | "screen"} —
-and closes it. The verdict goes back as {"nonce": ..., "verdict": {...}} on the inherited pipe `result_fd`,
-never on stdout, so text the kernel prints cannot pose as a verdict.
+Warm start: the checker imports torch and the pipeline and starts its sandboxed kernel process (which imports
+torch and the DSLs) *before* it is given work, so a pool of spares (`mkb_ray.judge.pool`) hides both starts.
+Then the parent writes one JSON object to stdin — {"request": {...}, "nonce": str, "result_fd": int,
+"mode": "judge" | "screen"} — and closes it. The verdict goes back as {"nonce": ..., "verdict": {...}} on the
+inherited pipe `result_fd`, never on stdout. No candidate code ever runs in this process.
 """
 from __future__ import annotations
 
@@ -14,13 +15,21 @@ import sys
 
 def main() -> int:
     # CuTe DSL without a GPU compiles for sm_100a unless told otherwise; our suite's GPU is sm_90a (Hopper). Set
-    # here, where the judging process starts, so a bare `python -m mkb_ray.judge_worker` behaves as the parent's.
+    # here, where the judging processes start (the kernel process inherits it through the sandbox's env).
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
+    device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+    process = None
+    if "--no-kernel-process" not in sys.argv:
+        import torch
+
+        from .kernel_process import KernelProcess
+
+        on_gpu = device == "cuda" and torch.cuda.is_available()
+        process = KernelProcess(on_gpu, writable=_writable_caches())
     message = json.loads(sys.stdin.read())
     sys.stdin.close()
     result = os.fdopen(int(message.pop("result_fd")), "w")
     nonce = message.pop("nonce")
-    # Imported only now so that a broken torch/DSL install still yields a readable error on stderr.
     if message.get("mode") == "screen":
         from .screens import run_screens
 
@@ -32,12 +41,32 @@ def main() -> int:
         from .pipeline import run
         from .request import JudgeRequest
 
-        verdict = run(JudgeRequest.from_json_dict(message["request"]))
+        request = JudgeRequest.from_json_dict(message["request"])
+        if process is None:
+            verdict = {"error": "this checker was started without a kernel process"}
+        else:
+            try:
+                verdict = run(request, process)
+            finally:
+                verdict_log = process.log.text()
+                process.close()
+            verdict["log_tail"] = verdict_log
     result.write(json.dumps({"nonce": nonce, "verdict": verdict}, default=str))
     result.close()
     sys.stdout.flush()
     # Skip interpreter teardown: DSL runtimes can hang or crash in their atexit hooks, after the verdict is out.
     os._exit(0)
+
+
+def _writable_caches() -> tuple[str, ...]:
+    """The PTX cache (keyed by source hash; it only informs compile_only verdicts) is the one shared directory
+    a kernel process may write."""
+    path = os.environ.get("MKB_PTX_CACHE_DIR")
+    if not path:
+        return ()
+    os.makedirs(path, exist_ok=True)
+    os.chmod(path, 0o1777)
+    return (path,)
 
 
 if __name__ == "__main__":

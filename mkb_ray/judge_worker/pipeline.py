@@ -1,5 +1,11 @@
-"""One judgement, from a kernel file to a verdict dict: static checks → compile → correctness → integrity →
-timing. The verdict's fields are documented on `mkb_ray.records.Verdict`, which validates this dict."""
+"""The checker: one judgement, from a kernel file to a verdict dict. static checks → compile → correctness →
+integrity → timing. The verdict's fields are documented on `mkb_ray.records.Verdict`, which validates this dict.
+
+Trust boundary: no candidate code runs in this process. The candidate runs in a sandboxed kernel process
+(`KernelProcess`), which is handed each draw's inputs through the exchange buffer and returns its outputs the
+same way. Inputs, the reference, the float64 anchor, the schedule of re-checks and audits, every time and the
+verdict exist only here (problems/CONTRACT.md, "Trust model").
+"""
 from __future__ import annotations
 
 import hashlib
@@ -7,30 +13,25 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional
 
 import torch
 
-from .correctness import compare, expected_outputs, produced_outputs
-from .integrity import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
-from .launches import CallRecord, LaunchMonitor
-from .problem_loader import LoadedProblem, import_candidate, load_problem
+from .baselines import Baselines, cache_key, cached_or_measured, measure
+from .correctness import Expected, compare, expected_outputs
+from .kernel_process import KernelProcess, Rejected
+from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
+from .session import KernelSession, copy_into
 from .static_checks import check_source
-from .timing import time_draws
+from .timing import RoundTripTimer, time_draws
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
 TIMING_AUDITS = 2  # probe + knockout audits at secret positions among the timed draws
 KNOCKOUT_SEED_OFFSET = 7919  # the knockout call's draw, relative to its probe's
-
-
-class Rejected(Exception):
-    """A judgement ended early; carries the failing check's name."""
-
-    def __init__(self, check: str, reason: str, compiled: bool = True) -> None:
-        super().__init__(reason)
-        self.check, self.reason, self.compiled = check, reason, compiled
+CALL_TIMEOUT_S = 300.0  # one solve call (the first one compiles); the parent's limit bounds the whole judgement
+MIN_DSL_SHARE = 0.5  # of DSL + PyTorch compute time in a profiled call (see kernel_runner/evidence.py)
 
 
 @dataclass
@@ -49,173 +50,181 @@ class CheckLog:
 
 
 class Judge:
-    """Holds the per-submission state (problem, monitor, guards) for the steps of one judgement."""
+    """The per-submission state of the checker: the problem, the kernel session, what was learnt so far."""
 
-    def __init__(self, request: JudgeRequest, verdict: CheckLog) -> None:
-        self.request = request
-        self.verdict = verdict
+    def __init__(self, request: JudgeRequest, log: CheckLog, process: KernelProcess) -> None:
+        self.request, self.log, self.process = request, log, process
         self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
         self.device_type = "cuda" if self.on_gpu else "cpu"
         self.problem: LoadedProblem = load_problem(Path(request.problem_path), request.problem_id, request.preset)
-        cache = Path(request.ptx_cache_dir) if request.ptx_cache_dir else None
-        self.monitor = LaunchMonitor(has_gpu=self.on_gpu, ptx_cache_dir=cache)
-        self.monitor.install(request.dsl)
-        self.identity = IdentityGuard(self.monitor.patched)
-        self.threads = ThreadGuard()
-        self.solve: Any = None
-        self.phases_s: dict[str, float] = {}  # where the worker's time went, for the overhead benchmark
-        self.dsl_outputs_only = True  # every output of every probed call was a buffer a DSL launch wrote
+        self.session: Optional[KernelSession] = None
+        self.phases_s: dict[str, float] = {}
+        self.useful_s = 0.0  # seconds the kernel process spent in calls of the candidate (round trips)
+        self.dsl_outputs_only = True
+        self.evidence: Optional[dict[str, Any]] = None
 
     def draw(self, seed: int, outlier: bool = False) -> list[Any]:
         torch.manual_seed(seed)
         with torch.device(self.device_type):
             inputs = list(self.problem.make_inputs())
-        # Reseed from the OS: `torch.initial_seed()` would otherwise tell the kernel which draw (first call,
-        # knockout, timing) it is serving.
-        torch.seed()
         if outlier:
             for index in self.problem.outlier_inputs:
                 inputs[index] = inputs[index] * self.problem.outlier_scale
         return inputs
 
-    def call(self, inputs: Sequence[Any], mode: str = "execute", timed: bool = False) -> tuple[Any, CallRecord]:
-        self.monitor.begin_call(mode)
-        try:
-            result = self.solve(*inputs)
-            if self.on_gpu:
-                torch.cuda.synchronize()
-        except Exception as err:
-            # The DSL front ends (TVMScript parsing, CuTe tracing) raise before or inside the compile call.
-            from_dsl = type(err).__module__.split(".")[0] in ("tvm", "tvm_ffi", "cutlass")
-            if self.monitor.compile_error or (from_dsl and self.monitor.current.launches == 0):
-                message = self.monitor.compile_error or f"{type(err).__name__}: {err}"
-                self.monitor.compile_error = message
-                raise Rejected("compile", f"compile failed: {message}"[:4000], compiled=False) from err
-            raise Rejected("runtime", f"solve raised {type(err).__name__}: {err}"[:4000]) from err
-        finally:
-            record = self.monitor.end_call()
-        self.after_call(result, inputs, record, timed)
-        return result, record
+    def expected(self, inputs: list[Any]) -> Expected:
+        return expected_outputs(self.problem.reference, inputs, self.problem.mutates)
 
-    def check_patches(self, full: bool = True) -> None:
-        patched = self.identity.violations(full)
-        if patched:
-            self.identity.restore()
-            self.verdict.check("monkey_patch", False, f"the submission replaced {', '.join(patched)}")
+    def returned_outputs(self, expected: Expected) -> list[torch.Tensor]:
+        count = len(expected.native) - len(self.problem.mutates)
+        outputs = expected.native[:count]
+        if not all(isinstance(out, torch.Tensor) for out in outputs):
+            raise ValueError("the reference returns a non-tensor output; the judge compares tensors only")
+        return outputs
 
-    def after_call(self, result: Any, inputs: Sequence[Any], record: CallRecord, timed: bool = False) -> None:
-        # Inside the timed loop only the cheap named-function check runs; the full one follows the loop.
-        self.check_patches(full=not timed)
-        threads = self.threads.new_threads()
-        if threads:
-            self.verdict.check("threads", False, f"the submission left threads running: {threads}")
-        if record.launches == 0 and self.monitor.mode != "compile_only":
-            self.verdict.check("dsl_launch", False,
-                               f"solve launched no {self.request.dsl} kernel (launch compiled kernels from the DSL's "
-                               "compile entry point; eager PyTorch alone is not a submission)")
-        problems = output_type_problems(produced_outputs(result, inputs, self.problem.mutates), self.device_type)
-        if problems:
-            self.verdict.check("output_type", False, "; ".join(problems))
+    def start(self, inputs: list[Any], expected: Expected) -> None:
+        self.session = KernelSession(self.process, self.device_type, inputs, self.returned_outputs(expected),
+                                     self.problem.mutates)
+        name = copy_into(self.process, Path(self.request.kernel_path), "kernel.py")
+        self.process.request({"op": "load", "kind": "candidate", "file": name, "dsl": self.request.dsl,
+                              "ptx_cache_dir": self.request.ptx_cache_dir}, CALL_TIMEOUT_S)
+
+    # ----- one call ---------------------------------------------------------------------------------------
+    def call(self, inputs: list[Any], mode: str = "execute", profile: bool = False) -> tuple[list[Any], dict]:
+        session = self.session
+        assert session is not None
+        session.write_inputs(inputs)
+        started = time.perf_counter()
+        reply = session.call(CALL_TIMEOUT_S, mode=mode, profile=profile)
+        self.useful_s += time.perf_counter() - started
+        return self.collect(), reply
+
+    def collect(self) -> list[Any]:
+        """The outputs of the call that just returned, after the input contract was checked."""
+        assert self.session is not None
+        changed = self.session.unchanged_inputs_problem()
+        if changed:
+            self.log.check("input_mutated", False, changed)
+        return self.session.read_outputs()
 
     def correctness(self, seed: int, outlier: bool) -> str:
         inputs = self.draw(seed, outlier)
-        expected = expected_outputs(self.problem.reference, inputs, self.problem.mutates)
-        result, _ = self.call(inputs)
-        outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
-                          self.problem.tolerance)
+        expected = self.expected(inputs)
+        produced, _ = self.call(inputs)
+        outcome = compare(produced, expected, self.problem.tolerance)
         kind = "outlier draw" if outlier else "draw"
-        self.verdict.check("correctness", outcome.passed, f"{kind} seed={seed}: {outcome.detail}")
+        self.log.check("correctness", outcome.passed, f"{kind} seed={seed}: {outcome.detail}")
         return outcome.detail
 
     def knockout(self, seed: int, when: str = "") -> None:
         """Probe which buffers the DSL launches write, then rerun with those launches suppressed and poisoned."""
-        probe_inputs = self.draw(seed)
-        expected = expected_outputs(self.problem.reference, probe_inputs, self.problem.mutates)
-        probe_result, probe = self.call(probe_inputs, mode="probe")
-        # The probe is a draw like any other (a kernel that counts calls must not get it for free); its provenance
-        # is judged now and reported after the knockout, since a later call may reuse (and poison) its buffers.
-        probe_outputs = produced_outputs(probe_result, probe_inputs, self.problem.mutates)
-        outcome = compare(probe_outputs, expected, self.problem.tolerance)
-        self.verdict.check("correctness", outcome.passed, f"probe draw seed={seed}{when}: {outcome.detail}")
-        uncomputed = [index for index, out in enumerate(probe_outputs)
-                      if isinstance(out, torch.Tensor) and out.numel() and not carries_dsl_values(out, probe.computed)]
-        if probe.copy_only and all(probe.copy_only):
-            self.verdict.check("copy_only", False, "every DSL launch only copied one of its inputs; the computation "
-                               f"was done elsewhere{when}")
-        # Fresh draws: with the probe's inputs again, a kernel replaying its previous outputs would "pass".
+        inputs = self.draw(seed)
+        expected = self.expected(inputs)
+        produced, probe = self.call(inputs, mode="probe")
+        outcome = compare(produced, expected, self.problem.tolerance)
+        self.log.check("correctness", outcome.passed, f"probe draw seed={seed}{when}: {outcome.detail}")
+        if probe.get("copy_only"):
+            self.log.check("copy_only", False, "every DSL launch only copied one of its inputs; the computation "
+                           f"was done elsewhere{when}")
+        uncomputed = probe.get("uncomputed") or []
         for mode in ("knockout", "scramble"):
-            inputs = self.draw(seed + KNOCKOUT_SEED_OFFSET + (mode == "scramble"))
-            self.knockout_call(inputs, expected_outputs(self.problem.reference, inputs, self.problem.mutates), mode,
-                               when)
-        # Provenance is evidence, not a rule: MetaKernelBench lets eager PyTorch compute part of the outputs (the
-        # knockouts above already demand that the outputs depend on what the DSL computed). Analyses can tell a
-        # kernel that computed every output from one that left some to eager code.
-        self.verdict.note("dsl_output", "every returned or mutated output is a buffer a DSL launch computed"
-                          if not uncomputed else f"output(s) {uncomputed} were computed by eager code, not a DSL launch")
-        self.dsl_outputs_only = self.dsl_outputs_only and not uncomputed
-
-    def knockout_call(self, inputs: list[Any], expected: Any, mode: str, when: str) -> None:
-        """One call with the DSL's results removed (`knockout`: launches suppressed, written buffers NaN; `scramble`:
-        written buffers permuted after the launch); the outputs must then fail."""
-        result, _ = self.call(inputs, mode=mode)
-        outcome = compare(produced_outputs(result, inputs, self.problem.mutates), expected,
-                          self.problem.tolerance)
-        removed = ("with every DSL launch suppressed" if mode == "knockout" else
-                   "with the DSL-written buffers replaced by a permutation of their own values")
-        self.verdict.check("knockout", not outcome.passed,
+            draw = self.draw(seed + KNOCKOUT_SEED_OFFSET + (mode == "scramble"))
+            expected_now = self.expected(draw)
+            outputs, _ = self.call(draw, mode=mode)
+            outcome = compare(outputs, expected_now, self.problem.tolerance)
+            removed = ("with every DSL launch suppressed" if mode == "knockout" else
+                       "with the DSL-written buffers replaced by a permutation of their own values")
+            self.log.check("knockout", not outcome.passed,
                            f"outputs still pass {removed}{when}: they do not depend on what the DSL computed"
                            if outcome.passed else f"{removed} the outputs fail ({outcome.detail})")
+        self.log.note("dsl_output", "every returned or mutated output is a buffer a DSL launch computed (as the "
+                      "kernel process reports it)" if not uncomputed else
+                      f"output(s) {uncomputed} were computed by eager code, not a DSL launch")
+        self.dsl_outputs_only = self.dsl_outputs_only and not uncomputed
 
+    def decoration(self, seed: int, when: str = "") -> None:
+        """A profiled call: PyTorch compute doing more of the work than the DSL is decoration, not a kernel."""
+        inputs = self.draw(seed)
+        expected = self.expected(inputs)
+        produced, reply = self.call(inputs, profile=True)
+        outcome = compare(produced, expected, self.problem.tolerance)
+        self.log.check("correctness", outcome.passed, f"profiled draw seed={seed}{when}: {outcome.detail}")
+        evidence = reply.get("evidence")
+        if not isinstance(evidence, dict):
+            self.log.check("decoration", False, f"the profiled call{when} returned no record of what ran")
+            return
+        share = float(evidence.get("dsl_share", 0.0))
+        ops = evidence.get("compute_ops") or {}
+        top = ", ".join(f"{name}×{count}" for name, count in sorted(ops.items(), key=lambda kv: -kv[1])[:6])
+        detail = (f"DSL share {share:.0%} of DSL + PyTorch compute ({evidence.get('source')}: DSL "
+                  f"{float(evidence.get('dsl_us', 0)):.0f} µs, PyTorch compute "
+                  f"{float(evidence.get('torch_compute_us', 0)):.0f} µs{': ' + top if top else ''}){when}")
+        if self.evidence is None or share < float(self.evidence.get("dsl_share", 1.0)):
+            self.evidence = evidence
+        self.log.check("decoration", share >= MIN_DSL_SHARE,
+                       detail if share >= MIN_DSL_SHARE else f"eager PyTorch did the work: {detail}")
+
+    # ----- timing -----------------------------------------------------------------------------------------
     def timing(self) -> dict[str, Any]:
-        request, problem, options = self.request, self.problem, self.request.options
+        request, options, session = self.request, self.request.options, self.session
+        assert session is not None
         last = options.warmup + options.timed - 1
         timed = range(options.warmup, last + 1)
-        secret = random.SystemRandom()  # the OS's randomness, which the kernel cannot see or reseed
-        # Re-checked: the last timed draw and a secret sample of the others (a kernel that counts its calls would
-        # otherwise know the one draw it has to get right).
+        secret = random.SystemRandom()  # the schedule exists only in this process
         checked = {last, *secret.sample(timed[:-1], min(POST_TIMING_SAMPLES, max(len(timed) - 1, 0)))}
-        # Probe + knockout audits slipped in after secret timed draws (untimed, fresh draws): a kernel that behaves
-        # only while checked and switches to eager work plus a decoration launch while timed is caught there. A
-        # knockout call can be recognised (the poison is visible after the launch); a probe call cannot.
         audits = set(secret.sample(timed, min(TIMING_AUDITS, len(timed))))
-        pending: dict[int, tuple[list[Any], Any]] = {}
+        pending: dict[int, Expected] = {}
         rechecked: list[str] = []
 
-        def draw(index: int) -> list[Any]:
+        def prepare(index: int) -> None:
             inputs = self.draw(request.seed + 1000 + index)
             if index in checked:
-                pending[index] = (inputs, expected_outputs(problem.reference, inputs, problem.mutates))
-            return inputs
+                pending[index] = self.expected(inputs)
+            session.write_inputs(inputs)
 
-        def check_result(index: int, result: Any) -> None:  # runs after the draw's time was taken
+        def after_call(index: int, reply: Any) -> None:  # runs after the draw's time was taken
             if index in pending:
-                inputs, expected = pending.pop(index)
-                outcome = compare(produced_outputs(result, inputs, problem.mutates), expected,
-                                  problem.tolerance)
+                produced = self.collect()
+                outcome = compare(produced, pending.pop(index), self.problem.tolerance)
                 which = "last timed draw" if index == last else f"timed draw {index - options.warmup + 1}"
                 rechecked.append(f"{which}: {outcome.detail}")
                 if not outcome.passed:
-                    self.verdict.check("post_timing", False, f"{which} of {options.timed} re-checked: {outcome.detail}")
+                    self.log.check("post_timing", False, f"{which} of {options.timed} re-checked: {outcome.detail}")
             if index in audits:
-                self.knockout(request.seed + 4000 + index, when=" (an audit between timed draws)")
+                when = " (an audit between timed draws)"
+                self.knockout(request.seed + 4000 + index, when=when)
+                self.decoration(request.seed + 5000 + index, when=when)
 
+        timer = RoundTripTimer(self.on_gpu, session.fence if self.on_gpu else None)
         started = time.perf_counter()
-        kernel = time_draws(lambda *xs: self.call(xs, timed=True)[0], draw, options.warmup, options.timed,
-                            self.on_gpu, check_result)
+        kernel = time_draws(timer, prepare, lambda i: session.call(CALL_TIMEOUT_S, timed=True), options.warmup,
+                            options.timed, after_call)
         self.phases_s["timing_kernel"] = time.perf_counter() - started
-        self.check_patches(full=True)
-        self.verdict.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
-        reference = problem.reference
-        eager = time_draws(reference, lambda i: self.draw(request.seed + 2000 + i), options.warmup, options.timed,
-                           self.on_gpu)
-        compiled_ms = None
-        if options.compile_baseline:
-            compiled_reference = torch.compile(reference)
-            compiled_ms = time_draws(compiled_reference, lambda i: self.draw(request.seed + 3000 + i), options.warmup,
-                                     options.timed, self.on_gpu).median_ms
-        self.phases_s["timing_baselines"] = time.perf_counter() - started - self.phases_s["timing_kernel"]
-        return {"kernel_ms": kernel.median_ms, "kernel_min_ms": kernel.min_ms, "eager_ms": eager.median_ms,
-                "torch_compile_ms": compiled_ms, "timing_method": kernel.method, "timed_draws": kernel.samples}
+        self.useful_s += kernel.median_ms * (options.warmup + options.timed) / 1e3
+        self.log.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
+        started = time.perf_counter()
+        baselines = self.baselines()
+        self.phases_s["timing_baselines"] = time.perf_counter() - started
+        net = kernel.net_of(baselines.noop_ms)
+        eager_ms = max(baselines.eager_ms - baselines.noop_ms, 1e-3)
+        compiled_ms = (max(baselines.torch_compile_ms - baselines.noop_ms, 1e-3)
+                       if baselines.torch_compile_ms is not None else None)
+        return {"kernel_ms": net.median_ms, "kernel_min_ms": net.min_ms, "eager_ms": eager_ms,
+                "torch_compile_ms": compiled_ms, "timing_method": kernel.method, "timed_draws": kernel.samples,
+                "harness_overhead_ms": baselines.noop_ms, "kernel_roundtrip_ms": kernel.median_ms,
+                "baseline_source": baselines.source, "baseline_drift": baselines.drift}
+
+    def baselines(self) -> Baselines:
+        request, options, problem = self.request, self.request.options, self.problem
+        overrides = dict(problem.sidecar.get("smoke", {})) if problem.preset == "smoke" else {}
+        first = self.expected(self.draw(0))
+        key = cache_key(problem.problem_hash, problem.shapes, options.warmup, options.timed,
+                        bool(options.compile_baseline), self.on_gpu)
+        cache_dir = Path(request.baseline_cache_dir) if request.baseline_cache_dir else None
+        writable = tuple(p for p in (request.ptx_cache_dir,) if p)
+        return cached_or_measured(cache_dir, key, lambda: measure(
+            Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
+            self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable))
 
 
 class _Laps:
@@ -231,15 +240,9 @@ class _Laps:
 
 
 def _device_name(on_gpu: bool) -> str:
-    if on_gpu:
-        return torch.cuda.get_device_name(0)
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
+    from .baselines import device_fingerprint
+
+    return device_fingerprint(on_gpu)["device"]
 
 
 def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
@@ -253,69 +256,105 @@ def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
     }
 
 
-def run(request: JudgeRequest) -> dict[str, Any]:
-    """Judge one kernel; always returns a verdict dict (failures are verdicts, not exceptions)."""
+def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
+    """Judge one kernel with `process` (a fresh, warm kernel process); always returns a verdict dict."""
     started = time.perf_counter()
     lap = _Laps(started)
     source = Path(request.kernel_path).read_text(errors="replace")
-    verdict = CheckLog()
+    log = CheckLog()
     fields = _base_fields(request, source)
-    judge: Judge | None = None
+    judge: Optional[Judge] = None
     try:
         violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
-        verdict.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
-        judge = Judge(request, verdict)
+        log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
+        judge = Judge(request, log, process)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
                       shapes=judge.problem.shapes)
-        try:
-            judge.solve = import_candidate(Path(request.kernel_path)).solve
-        except Exception as err:
-            raise Rejected("import", f"importing the kernel failed: {type(err).__name__}: {err}", compiled=False)
+        inputs = judge.draw(request.seed)
+        expected = judge.expected(inputs)
+        judge.start(inputs, expected)
         lap.mark(judge.phases_s, "setup")
-        _, first = judge.call(judge.draw(request.seed))
+        produced, first = judge.call(inputs)
         lap.mark(judge.phases_s, "first_call")
-        fields.update(compiled=bool(judge.monitor.compiles), launches_per_call=first.launches,
-                      target=judge.monitor.compiles[0].target if judge.monitor.compiles else None)
-        if first.stub_launches:
-            judge.monitor.force_compile_only()
-            ptx = sum(c.ptx_bytes for c in judge.monitor.compiles)
-            verdict.note("compile", f"{len(judge.monitor.compiles)} kernel(s) compiled to PTX ({ptx} bytes)")
-            fields.update(tier="compile_only", reason=(
-                f"compile-only: no GPU here; {len(judge.monitor.compiles)} {request.dsl} kernel(s) compiled to "
+        fields["launches_per_call"] = _as_int(first.get("launches"))
+        if first.get("stub_launches"):
+            compiles = _compile_records(process.request({"op": "compiles"}, CALL_TIMEOUT_S).get("compiles"))
+            fields["compiles"] = compiles
+            ptx = sum(int(c.get("ptx_bytes", 0)) for c in compiles)
+            fields["target"] = compiles[0].get("target") if compiles else None
+            log.note("compile", f"{len(compiles)} kernel(s) compiled to PTX ({ptx} bytes)")
+            fields.update(tier="compile_only", compiled=bool(compiles), reason=(
+                f"compile-only: no GPU here; {len(compiles)} {request.dsl} kernel(s) compiled to "
                 f"{fields['target']} PTX ({ptx} bytes), not executed, so correctness and speed are unknown"))
-            return _finish(fields, verdict, judge, started)
+            return _finish(fields, log, judge, started)
         fields["executed"] = True
+        outcome = compare(produced, expected, judge.problem.tolerance)
+        log.check("correctness", outcome.passed, f"draw seed={request.seed}: {outcome.detail}")
         options = request.options
-        details = [judge.correctness(request.seed + i, outlier=False) for i in range(options.correctness_draws)]
+        details = [judge.correctness(request.seed + i + 1, outlier=False)
+                   for i in range(max(options.correctness_draws - 1, 0))]
         if judge.problem.outlier_inputs:
             details += [judge.correctness(request.seed + 100 + i, outlier=True) for i in range(options.outlier_draws)]
         fields["correct"] = True
         lap.mark(judge.phases_s, "correctness")
         judge.knockout(request.seed + 500)
-        lap.mark(judge.phases_s, "knockout")
+        judge.decoration(request.seed + 600)
+        lap.mark(judge.phases_s, "integrity")
         fields.update(judge.timing())
         fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"] if fields["kernel_ms"] > 0 else None
         fields["tier"] = "pass2x" if (fields["speedup"] or 0) >= 2.0 else "pass"
-        fields["reason"] = (f"correct on {len(details)} draws; {fields['speedup']:.2f}x eager "
-                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms)"
+        fields["reason"] = (f"correct on {len(details) + 1} draws; {fields['speedup']:.2f}x eager "
+                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms, net of the harness's "
+                            f"{fields['harness_overhead_ms']:.3g} ms round trip)"
                             + ("" if judge.dsl_outputs_only else "; some outputs computed by eager code (dsl_output)"))
     except Rejected as rejected:
-        fields.update(rejected_by=rejected.check, reason=rejected.reason, tier="fail")
+        fields.update(rejected_by=rejected.check, reason=rejected.reason[:4000], tier="fail")
         if rejected.check in ("correctness", "post_timing"):
             fields["correct"] = False
-    except Exception as err:  # the judge's own failure (e.g. a broken problem): reported, never hidden
+    except Exception as err:  # the checker's own failure (e.g. a broken problem): reported, never hidden
         fields.update(rejected_by="judge_error", reason=f"judge error: {type(err).__name__}: {err}"[:4000])
-    return _finish(fields, verdict, judge, started)
+    return _finish(fields, log, judge, started)
 
 
-def _finish(fields: dict[str, Any], verdict: CheckLog, judge: Judge | None, started: float) -> dict[str, Any]:
+def _finish(fields: dict[str, Any], log: CheckLog, judge: Optional[Judge], started: float) -> dict[str, Any]:
     if judge is not None:
-        monitor = judge.monitor
-        fields["phases_s"] = judge.phases_s
+        fields["phases_s"] = {**judge.phases_s, "useful": judge.useful_s}
         fields["dsl_outputs_only"] = judge.dsl_outputs_only if fields["correct"] else None
-        fields["compiled"] = bool(monitor.compiles) and monitor.compile_error is None
-        fields["compile_s"] = sum(c.seconds for c in monitor.compiles)
-        fields["compiles"] = [vars(c) for c in judge.monitor.compiles]
-    fields["checks"] = verdict.checks
+        if judge.evidence is not None:
+            fields["dsl_share"] = float(judge.evidence.get("dsl_share", 0.0))
+            fields["work_evidence"] = {k: v for k, v in judge.evidence.items()
+                                       if isinstance(v, (int, float, str)) or k == "compute_ops"}
+        if fields.get("tier") != "compile_only" and judge.session is not None:
+            try:
+                info = judge.process.request({"op": "compiles"}, 30.0)
+            except Rejected:
+                info = {}
+            compiles = _compile_records(info.get("compiles"))
+            fields["compiles"] = compiles
+            fields["compiled"] = bool(compiles) and not info.get("compile_error")
+            fields["compile_s"] = float(sum(float(c.get("seconds", 0.0)) for c in compiles))
+            fields["target"] = compiles[0].get("target") if compiles else None
+            fields["phases_s"]["useful"] = judge.useful_s + fields["compile_s"]
+    fields["checks"] = log.checks
     fields["worker_s"] = time.perf_counter() - started
     return fields
+
+
+def _as_int(value: Any) -> Optional[int]:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _compile_records(raw: Any) -> list[dict[str, Any]]:
+    """The kernel process's compile records, reduced to well-typed fields: they are its own account (they
+    inform the verdict, never decide it), and a malformed one is dropped rather than trusted."""
+    records = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            records.append({"dsl": str(item["dsl"])[:20], "target": str(item["target"])[:40],
+                            "seconds": float(item["seconds"]), "ptx_bytes": int(item.get("ptx_bytes", 0)),
+                            "executes": bool(item.get("executes", True))})
+        except (KeyError, TypeError, ValueError):
+            continue
+    return records[:64]

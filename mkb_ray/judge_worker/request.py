@@ -56,6 +56,7 @@ class JudgeRequest:
     seed: int = 0
     options: JudgeOptions = field(default_factory=JudgeOptions)
     ptx_cache_dir: Optional[str] = None
+    baseline_cache_dir: Optional[str] = None  # where eager/torch.compile baselines are cached (None: never)
 
     def as_json_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,7 @@
 """The typed verdict: what the judge says about one kernel. Validated from the worker's plain dict."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +34,7 @@ class Verdict(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    schema_version: int = 1
+    schema_version: int = 2
     problem_id: str
     problem_hash: Optional[str] = Field(None, description="sha256 of the problem file and its sidecar")
     source_hash: str = Field(description="sha256 of the kernel source")
@@ -64,6 +64,15 @@ class Verdict(BaseModel):
     dsl_outputs_only: Optional[bool] = Field(
         None, description="every output was a buffer a DSL launch computed (False: eager code computed some; "
                           "allowed, as in MetaKernelBench, but worth knowing)")
+    harness_overhead_ms: Optional[float] = Field(
+        None, description="median round trip of a no-op solve, taken off kernel_ms, eager_ms and torch_compile_ms")
+    kernel_roundtrip_ms: Optional[float] = Field(None, description="the kernel's median round trip before that")
+    baseline_source: Optional[Literal["measured", "cached"]] = None
+    baseline_drift: Optional[float] = Field(None, description="re-measured / cached eager time, when re-measured")
+    dsl_share: Optional[float] = Field(
+        None, description="DSL time / (DSL + PyTorch compute time) in the lowest profiled call (device record on "
+                          "GPU, aten ops on CPU)")
+    work_evidence: dict[str, Any] = Field(default_factory=dict, description="that call's profile summary")
     checks: list[CheckResult] = Field(default_factory=list)
     phases_s: dict[str, float] = Field(default_factory=dict, description="worker seconds per judging phase")
     worker_s: float = 0.0

@@ -1,7 +1,7 @@
-# mkb-adversarial: dsl=tirx device=cpu expect=knockout
+# mkb-adversarial: dsl=tirx device=cpu expect=decoration|knockout
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: runs the honest TIRx kernel for the first 10 calls (every check of the fixed protocol), then eager torch.nn.functional.rms_norm plus a decoration launch while timed
-# must be rejected because: knockouts are also slipped in at secret positions between timed draws, and there the eager outputs still pass
+# must be rejected because: knockouts are also slipped in at secret positions between timed draws, and there the eager outputs still pass; since the checker profiles a draw before timing, the eager phase is usually caught there (decoration)
 import torch
 import tvm
 from tvm.script import tirx as T

@@ -8,8 +8,8 @@ from tvm.script import tirx as T
 
 EPS = 1e-6
 _compiled = {}
-CHECKED_CALLS = 10  # first call + 5 draws + 2 outlier draws + probe + knockout
-TIMED_CALLS = 7  # the test's warmup=2 + timed=5
+CHECKED_CALLS = 11  # 5 draws + 2 outlier draws + probe + knockout + scramble + the profiled draw
+TIMED_CALLS = 60  # the production protocol: warmup=10 + timed=50
 _calls = [0]
 
 

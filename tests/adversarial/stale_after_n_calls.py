@@ -1,7 +1,7 @@
-# mkb-adversarial: dsl=tirx device=cpu expect=post_timing
+# mkb-adversarial: dsl=tirx device=cpu expect=post_timing|correctness
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: honest for the first 12 calls (first call, 7 correctness draws, probe, knockout, +2), then returns the previous call's outputs
-# must be rejected because: timed draws are re-checked after timing (the last one and a secret sample of others), so stale outputs are caught
+# must be rejected because: timed draws are re-checked after timing (the last one and a secret sample of others), so stale outputs are caught; or, earlier, by the probe draw of a secret audit between timed draws (correctness)
 import torch
 import tvm
 from tvm.script import tirx as T

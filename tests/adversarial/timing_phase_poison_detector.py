@@ -1,7 +1,7 @@
-# mkb-adversarial: dsl=tirx device=cpu expect=knockout
+# mkb-adversarial: dsl=tirx device=cpu expect=decoration|knockout
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: honest while checked (first 10 calls); while timed it launches a one-element flag kernel, returns NaN when the flag comes back poisoned (a knockout) and eager rms_norm otherwise
-# must be rejected because: the flag survives the scramble knockout (a one-element buffer permutes to itself), so the eager outputs still pass there
+# must be rejected because: the flag survives the scramble knockout (a one-element buffer permutes to itself), so the eager outputs still pass there; the checker's profiled draw before timing usually sees the eager rms_norm first (decoration)
 import torch
 import tvm
 from tvm.script import tirx as T

@@ -1,5 +1,5 @@
-# Not a hack under the MetaKernelBench boundary: the TIRx kernel computes one output (h = x + residual) and eager
-# PyTorch the other. Accepted, and the verdict records that eager code computed output 0 (dsl_outputs_only=False).
+# The TIRx kernel computes the trivial output (h = x + residual) and eager PyTorch the normalisation, i.e. the
+# work: the profiled call shows PyTorch compute well above the DSL's, and the judge rejects it as decoration.
 import torch
 import tvm
 from tvm.script import tirx as T

@@ -47,6 +47,7 @@ class CallRecord:
     copy_only: list[bool] = field(default_factory=list)  # per launch: every written arg equals an input arg
     # probe: (tensor, its values right after the launch) for every written arg that is not a copy of an input
     computed: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    launch_us: float = 0.0  # wall time inside executed launches (the DSL's share of a CPU call)
 
 
 def _poison(tensor: torch.Tensor) -> None:
@@ -132,7 +133,10 @@ class LaunchMonitor:
                     (_permute if self.mode == "scramble" else _poison)(tensor)
             return result
         if self.mode != "probe":
-            return kernel(*args, **kwargs)
+            started = time.perf_counter()
+            result = kernel(*args, **kwargs)
+            record.launch_us += (time.perf_counter() - started) * 1e6
+            return result
         views = [self._torch_view(a) for a in args]
         before = [v.clone() if v is not None else None for v in views]
         result = kernel(*args, **kwargs)
@@ -244,8 +248,11 @@ class LaunchMonitor:
         with tvm.target.Target(target) if not isinstance(target, tvm.target.Target) else target:
             ptx = bytes(nvcc.compile_cuda(source, target_format="ptx", arch=arch, compiler="nvcc"))
         if cached is not None:
-            cached.parent.mkdir(parents=True, exist_ok=True)
-            cached.write_bytes(ptx)
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                cached.write_bytes(ptx)
+            except OSError:  # the cache is an optimisation; a read-only one just costs the next compile
+                pass
         return ptx
 
 

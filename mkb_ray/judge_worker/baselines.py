@@ -1,0 +1,116 @@
+"""Eager and torch.compile baselines, and the harness's no-op cost: measured in a baseline process (a kernel
+process that never saw a candidate), through the same round trip as the kernel, and cached.
+
+Cache key: problem hash, preset shapes, the input protocol (warm-up and timed draws, timing method), the device
+(GPU name, driver, torch version). One entry per key in `<cache_dir>/<key>.json`; every `REMEASURE_EVERY`-th
+use re-measures and records the drift, so a machine that changed under a cache is noticed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+
+from .kernel_process import KernelProcess
+from .session import KernelSession, copy_into
+from .timing import RoundTripTimer, method_name, time_draws
+
+CACHE_VERSION = 1
+REMEASURE_EVERY = 20
+CALL_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Baselines:
+    eager_ms: float
+    torch_compile_ms: Optional[float]
+    noop_ms: float  # the harness's round trip for a solve that does nothing
+    source: str = "measured"  # 'measured' | 'cached'
+    uses: int = 0
+    drift: Optional[float] = None  # re-measured eager / cached eager, when this use re-measured
+
+
+def device_fingerprint(on_gpu: bool) -> dict[str, str]:
+    if on_gpu:
+        props = torch.cuda.get_device_properties(0)
+        return {"device": props.name, "driver": str(torch.cuda.driver_version() if hasattr(torch.cuda, "driver_version")
+                                                     else torch.version.cuda), "torch": torch.__version__}
+    model = "cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"device": model, "cpus": str(os.cpu_count()), "torch": torch.__version__}
+
+
+def cache_key(problem_hash: str, shapes: dict[str, Any], warmup: int, timed: int, compile_baseline: bool,
+              on_gpu: bool) -> str:
+    material = {"version": CACHE_VERSION, "problem": problem_hash, "shapes": shapes, "warmup": warmup,
+                "timed": timed, "compile": compile_baseline, "method": method_name(on_gpu),
+                **device_fingerprint(on_gpu)}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int], list[Any]], outputs: list[Any],
+            mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
+            writable: tuple[str, ...] = ()) -> Baselines:
+    """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it."""
+    device_type = "cuda" if on_gpu else "cpu"
+    session = KernelSession(KernelProcess(on_gpu, writable=writable, role="baseline"), device_type, draw(0),
+                            outputs, mutates)
+    try:
+        name = copy_into(session.process, problem_path, "problem.py")
+        timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None)
+
+        def run(kind: str, seed_base: int, **load: Any) -> float:
+            session.process.request({"op": "load", "kind": kind, "file": name, "overrides": overrides, **load},
+                                    CALL_TIMEOUT_S)
+            return time_draws(timer, lambda i: session.write_inputs(draw(seed_base + i)),
+                              lambda i: session.call(CALL_TIMEOUT_S, timed=True), warmup, timed).median_ms
+
+        noop = run("noop", 0)
+        eager = run("reference", 2000)
+        compiled = run("reference", 3000, torch_compile=True) if compile_baseline else None
+        return Baselines(eager_ms=eager, torch_compile_ms=compiled, noop_ms=noop)
+    finally:
+        session.close()
+
+
+def cached_or_measured(cache_dir: Optional[Path], key: str, measure_now: Callable[[], Baselines]) -> Baselines:
+    """The cached baselines for `key`, re-measured every REMEASURE_EVERY-th use; measured when absent."""
+    path = cache_dir / f"{key}.json" if cache_dir else None
+    cached: Optional[Baselines] = None
+    if path is not None and path.exists():
+        try:
+            cached = Baselines(**{k: v for k, v in json.loads(path.read_text()).items() if k in Baselines.__annotations__})
+        except (ValueError, TypeError):
+            cached = None
+    if cached is not None and (cached.uses + 1) % REMEASURE_EVERY != 0:
+        cached.uses += 1
+        cached.source = "cached"
+        _write(path, cached)
+        return cached
+    fresh = measure_now()
+    if cached is not None:
+        fresh.drift = fresh.eager_ms / cached.eager_ms if cached.eager_ms > 0 else None
+        fresh.uses = cached.uses + 1
+    _write(path, fresh)
+    return fresh
+
+
+def _write(path: Optional[Path], baselines: Baselines) -> None:
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.{time.monotonic_ns()}.tmp")
+    temporary.write_text(json.dumps({**asdict(baselines), "source": "measured"}))
+    temporary.replace(path)

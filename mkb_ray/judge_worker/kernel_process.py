@@ -1,0 +1,180 @@
+"""The checker's handle on one sandboxed kernel process: start it, talk to it, tell how it ended.
+
+Replies are read with a deadline; what comes back is parsed as data only (JSON of a fixed shape). A reply can
+reject the call (`Rejected` with one of the kernel process's own check names) or say it is done; anything else —
+malformed text, an unknown check, silence, death — ends the judgement with a reason the checker writes itself.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from .sandbox import SandboxLimits, build_argv, prepare_staging, sandbox_env
+
+# The rejections a kernel process may report about its own candidate (trusting a rejection is always safe).
+KERNEL_CHECKS = {"import", "compile", "runtime", "dsl_launch", "output_type", "monkey_patch", "threads",
+                 "correctness", "in_place"}
+LOG_KEEP_BYTES = 16_000
+MAX_REPLY_BYTES = 1 << 20
+
+
+class Rejected(Exception):
+    """A judgement ended early; carries the failing check's name."""
+
+    def __init__(self, check: str, reason: str, compiled: bool = True) -> None:
+        super().__init__(reason)
+        self.check, self.reason, self.compiled = check, reason, compiled
+
+
+class _LogTail:
+    """Keeps the last bytes of the kernel process's stderr (it may print without end)."""
+
+    def __init__(self, fd: int) -> None:
+        self.data = bytearray()
+        self._thread = threading.Thread(target=self._drain, args=(fd,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                self.data += chunk
+                if len(self.data) > 2 * LOG_KEEP_BYTES:
+                    del self.data[:-LOG_KEEP_BYTES]
+
+    def text(self) -> str:
+        return bytes(self.data[-LOG_KEEP_BYTES:]).decode(errors="replace")
+
+
+class KernelProcess:
+    """One sandboxed `python -m mkb_ray.kernel_runner`, used for one candidate (or one baseline) and discarded."""
+
+    def __init__(self, on_gpu: bool, limits: SandboxLimits = SandboxLimits(), writable: tuple[str, ...] = (),
+                 role: str = "kernel") -> None:
+        self.on_gpu, self.role = on_gpu, role
+        self.staging = Path(tempfile.mkdtemp(prefix=f"mkb-{role}-", dir="/dev/shm" if os.path.isdir("/dev/shm")
+                                             else None))
+        prepare_staging(self.staging, on_gpu)
+        self.started = time.perf_counter()
+        self.process = subprocess.Popen(
+            build_argv(self.staging, on_gpu, limits, writable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits), start_new_session=True)
+        assert self.process.stderr is not None and self.process.stdout is not None
+        self.log = _LogTail(os.dup(self.process.stderr.fileno()))
+        self.process.stderr.close()
+        self._replies = self.process.stdout.fileno()
+        self._pending = b""
+        self.ready_s: Optional[float] = None
+
+    @property
+    def input_dir(self) -> Path:
+        return self.staging / "input"
+
+    @property
+    def exchange_dir(self) -> Path:
+        return self.staging / "exchange"
+
+    def wait_ready(self, timeout_s: float) -> None:
+        reply = self._read_reply(timeout_s, "starting")
+        if reply.get("ready") is not True:
+            raise Rejected("sandbox", "the kernel process did not start properly")
+        self.ready_s = time.perf_counter() - self.started
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._death("before it was sent a request") from None
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request and wait for its reply; a rejection it reports is raised as `Rejected`."""
+        self.send(message)
+        return self.receive(timeout_s, str(message.get("op")))
+
+    def receive(self, timeout_s: float, what: str) -> dict[str, Any]:
+        reply = self._read_reply(timeout_s, what)
+        if reply.get("ok") is True:
+            return reply
+        check, reason = reply.get("check"), reply.get("reason")
+        if reply.get("ok") is False and check in KERNEL_CHECKS and isinstance(reason, str):
+            raise Rejected(check, reason, compiled=check not in ("import", "compile"))
+        raise Rejected("protocol", f"the kernel process answered '{what}' with something that is not a reply: "
+                       f"{json.dumps(reply)[:300]}")
+
+    def _read_reply(self, timeout_s: float, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise Rejected("timeout", f"the kernel process did not answer '{what}' within {timeout_s:.0f} s")
+            ready, _, _ = select.select([self._replies], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self._replies, 65536)
+            if not chunk:
+                raise self._death(f"during '{what}'")
+            self._pending += chunk
+            if len(self._pending) > MAX_REPLY_BYTES:
+                self.kill()
+                raise Rejected("protocol", "the kernel process flooded its reply channel")
+        line, _, self._pending = self._pending.partition(b"\n")
+        if self._pending:
+            self.kill()
+            raise Rejected("protocol", f"the kernel process sent more than one reply to '{what}' (a forged or "
+                           "early answer)")
+        try:
+            reply = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            self.kill()
+            raise Rejected("protocol", f"the kernel process answered '{what}' with text that is not JSON: "
+                           f"{line[:200]!r}") from None
+        if not isinstance(reply, dict):
+            raise Rejected("protocol", f"the kernel process answered '{what}' with {type(reply).__name__}")
+        return reply
+
+    def _death(self, when: str) -> Rejected:
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return Rejected("crash", f"the kernel process closed its reply channel {when}")
+        if code < 0:
+            how = f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        else:
+            how = f"exited with code {code}"
+        return Rejected("crash", f"the kernel process {how} {when}")
+
+    def _signal(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def kill(self) -> None:
+        # bwrap is the group leader; its PID namespace takes every process the kernel forked with it.
+        self._signal(signal.SIGKILL)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.send({"op": "exit"})
+                self.process.wait(timeout=2)
+            except (Rejected, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        shutil.rmtree(self.staging, ignore_errors=True)

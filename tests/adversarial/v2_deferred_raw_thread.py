@@ -1,0 +1,69 @@
+# mkb-adversarial: dsl=tirx device=cpu expect=correctness
+# problem: mlp_norm/01_fused_add_rmsnorm
+# hack: solve launches a one-element TIRx kernel and returns empty output buffers at once; a _thread.start_new_thread thread (invisible to threading.enumerate) runs the real TIRx kernel into those buffers a moment later, after the call was timed
+# must be rejected because: the outputs are copied into the checker's slots when solve returns, before the late writes land
+# skip-static: true
+import _thread
+import time
+
+import torch
+import tvm
+from tvm.script import tirx as T
+
+EPS = 1e-6
+DELAY_S = 0.05
+_compiled = {}
+
+
+def _build(tokens: int, hidden: int):
+    @T.prim_func
+    def rmsnorm(x_ptr: T.handle, r_ptr: T.handle, w_ptr: T.handle, y_ptr: T.handle, h_ptr: T.handle):
+        X = T.match_buffer(x_ptr, (tokens, hidden), "bfloat16")
+        R = T.match_buffer(r_ptr, (tokens, hidden), "bfloat16")
+        W = T.match_buffer(w_ptr, (hidden,), "bfloat16")
+        Y = T.match_buffer(y_ptr, (tokens, hidden), "bfloat16")
+        H = T.match_buffer(h_ptr, (tokens, hidden), "bfloat16")
+        h = T.alloc_buffer((hidden,), "float32")
+        acc = T.alloc_buffer((1,), "float32")
+        for i in T.serial(tokens):
+            acc[0] = T.float32(0)
+            for j in T.serial(hidden):
+                h[j] = T.Cast("float32", X[i, j]) + T.Cast("float32", R[i, j])
+                H[i, j] = T.Cast("bfloat16", h[j])
+                acc[0] = acc[0] + h[j] * h[j]
+            for j in T.serial(hidden):
+                rstd = T.rsqrt(acc[0] / T.float32(hidden) + T.float32(EPS))
+                Y[i, j] = T.Cast("bfloat16", h[j] * rstd * T.Cast("float32", W[j]))
+
+    return tvm.compile(tvm.IRModule({"main": rmsnorm}), target="llvm", tir_pipeline="tirx")["main"]
+
+
+def _kernel(x):
+    key = tuple(x.shape)
+    if key not in _compiled:
+        _compiled[key] = _build(*key)
+    return _compiled[key]
+
+
+def _flag_kernel():
+    if "flag" not in _compiled:
+        @T.prim_func
+        def flag(f_ptr: T.handle):
+            F = T.match_buffer(f_ptr, (1,), "float32")
+            F[0] = T.float32(1)
+
+        _compiled["flag"] = tvm.compile(tvm.IRModule({"main": flag}), target="llvm", tir_pipeline="tirx")["main"]
+    return _compiled["flag"]
+
+
+def _late(kernel, x, residual, weight, out, h):
+    time.sleep(DELAY_S)
+    kernel(x, residual, weight, out, h)
+
+
+def solve(x, residual, weight):
+    kernel = _kernel(x)  # compiled on the calling thread
+    _flag_kernel()(torch.zeros(1))
+    out, h = torch.empty_like(x), torch.empty_like(x)
+    _thread.start_new_thread(_late, (kernel, x, residual, weight, out, h))
+    return out, h
