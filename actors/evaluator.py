@@ -3,9 +3,11 @@
 What it adds to `mkb_ray.judge.judge_kernel`:
 - placement: one actor per GPU (`num_gpus=1`, so it never shares a GPU with a model server), or one actor with
   N CPU slots; Ray's `CUDA_VISIBLE_DEVICES` pins every judging process it starts to its GPU;
-- a pool: at most `slots` judging processes at once; every submission still gets a fresh process (the judge's
-  isolation rule), so a worker is retired after every job — and after a crash or CUDA error the slot is
-  health-checked (a fresh CUDA context must come up) before it takes the next job;
+- a pool: at most `slots` judgements at once, each by a fresh checker and kernel process (the judge's isolation
+  rule) taken from a warm `CheckerPool` (torch and the DSLs already imported) — and after a crash or CUDA error
+  the slot is health-checked (a fresh CUDA context must come up) before it takes the next job;
+- a baseline cache (the run directory's `baselines/`): eager and torch.compile times are measured once per
+  problem, shapes, protocol and device, and re-measured now and then to track drift;
 - accepting kernel *source text* (what agents produce) and returning the verdict as a JSON-able dict;
 - counters (evaluations, crashes, timeouts, failed health checks) for the scheduler's progress display.
 """
@@ -22,7 +24,7 @@ from typing import Any, Optional
 
 from mkb_ray.judge import JudgeOptions, judge_kernel
 from mkb_ray.problems import ProblemSet, load_problems
-from mkb_ray.judge import JudgeLimits, worker_env
+from mkb_ray.judge import CheckerPool, JudgeLimits, worker_env
 
 # Outcomes after which the slot's device may be unhealthy: the process died or the GPU raised an error.
 _SUSPECT_OUTCOMES = ("crash", "timeout", "memory_limit")
@@ -41,7 +43,8 @@ class EvaluatorActor:
     """Judges kernel sources for problems under one problems root, `slots` at a time."""
 
     def __init__(self, device: str = "cpu", slots: int = 1, problems_root: Optional[str] = None,
-                 limits: JudgeLimits = JudgeLimits(), options: JudgeOptions = JudgeOptions()) -> None:
+                 limits: JudgeLimits = JudgeLimits(), options: JudgeOptions = JudgeOptions(),
+                 baseline_cache_dir: Optional[str] = None, spares: Optional[int] = None) -> None:
         if device not in ("cpu", "cuda"):
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
         self.device = device
@@ -51,6 +54,9 @@ class EvaluatorActor:
         self.stats = EvaluatorStats()
         self._slots = asyncio.Semaphore(slots)
         self._workdir = Path(tempfile.mkdtemp(prefix="mkb-evaluator-"))
+        self.baseline_cache_dir = Path(baseline_cache_dir) if baseline_cache_dir else self._workdir / "baselines"
+        # A GPU host has the cores to start checkers ahead of a fast GPU; a CPU evaluator keeps one per slot.
+        self.checkers = CheckerPool(device, spares=spares if spares is not None else (3 if device == "cuda" else slots))
 
     def _kernel_file(self, source: str) -> Path:
         # Content-addressed, so re-judging the same source reuses the file (and the judge's PTX cache).
@@ -68,7 +74,7 @@ class EvaluatorActor:
             self.stats.busy_slots += 1
             try:
                 verdict = await asyncio.to_thread(judge_kernel, problem, kernel, dsl, self.device, preset, seed,
-                                                  self.limits, self.options)
+                                                  self.limits, self.options, self.checkers, self.baseline_cache_dir)
             finally:
                 self.stats.busy_slots -= 1
             self.stats.evaluations += 1

@@ -78,7 +78,7 @@ def _reaches(room: str) -> set[str]:
 
 def test_the_expected_rooms_exist():
     rooms = {_room(m) for m in MODULES}
-    assert {"records", "problems", "judge", "judge_worker", "llm", "models", "agents", "synthetic", "store",
+    assert {"records", "problems", "judge", "judge_worker", "kernel_runner", "llm", "models", "agents", "synthetic", "store",
             "campaign", "cli", "actors", "analysis"} <= rooms, rooms
 
 
@@ -87,7 +87,7 @@ def test_records_import_nothing_of_the_project():
 
 
 @pytest.mark.parametrize("room", ["store", "synthetic", "agents", "records", "llm", "models", "judge",
-                                  "judge_worker", "problems"])
+                                  "judge_worker", "kernel_runner", "problems"])
 def test_lower_layers_do_not_reach_up_into_campaign_or_cli(room):
     upward = _reaches(room) & {"campaign", "cli"}
     assert not upward, [GRAPH.edges[room, r]["example"] for r in upward]
@@ -104,12 +104,16 @@ def test_only_the_command_line_imports_the_command_line():
     assert users == [], users
 
 
-def test_the_judging_worker_imports_only_itself():
-    # It runs on bare GPU hosts (standard library, torch, numpy and the DSL only); mkb_ray's own __init__ is
-    # import-light by design.
+def test_the_judging_processes_import_only_themselves():
+    # They run on bare GPU hosts (standard library, torch, numpy and the DSL only); mkb_ray's own __init__ is
+    # import-light by design. The checker may use the kernel runner's exchange format (the one thing both sides
+    # must agree on); the kernel runner, which runs next to hostile code, imports nothing of the checker's.
     outside = {t for m, p in MODULES.items() if _room(m) == "judge_worker" for t in _imports(m, p)
-               if _room(t) not in ("judge_worker", "mkb_ray")}
+               if _room(t) not in ("judge_worker", "mkb_ray") and t != "mkb_ray.kernel_runner.exchange"}
     assert not outside, outside
+    from_kernel_side = {t for m, p in MODULES.items() if _room(m) == "kernel_runner" for t in _imports(m, p)
+                        if _room(t) not in ("kernel_runner", "mkb_ray")}
+    assert not from_kernel_side, from_kernel_side
 
 
 def test_command_line_code_lives_only_in_the_cli_package():

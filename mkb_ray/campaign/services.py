@@ -38,8 +38,10 @@ class EvaluatorPool:
         return await handle.evaluate.remote(problem_id, kernel_source, dsl, preset, seed)
 
 
-def start_evaluators(device: str, slots: int, problems_root: Optional[str]) -> EvaluatorPool:
-    """One evaluator per GPU of the cluster (device cuda), or one with `slots` CPU slots (device cpu)."""
+def start_evaluators(device: str, slots: int, problems_root: Optional[str],
+                     baseline_cache_dir: Optional[str] = None) -> EvaluatorPool:
+    """One evaluator per GPU of the cluster (device cuda), or one with `slots` CPU slots (device cpu); they cache
+    baselines in `baseline_cache_dir` (the run directory's, so that a resumed run reuses them)."""
     import ray
 
     from ..actors.evaluator import make_evaluator
@@ -48,7 +50,7 @@ def start_evaluators(device: str, slots: int, problems_root: Optional[str]) -> E
     if device == "cuda" and count == 0:
         raise RuntimeError("evaluator_devices is cuda but the Ray cluster has no GPU")
     handles = [make_evaluator(device, slots=1 if device == "cuda" else slots, problems_root=problems_root,
-                              max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES)
+                              baseline_cache_dir=baseline_cache_dir, max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES)
                for _ in range(max(1, count))]
     log.info("%d evaluator actor(s) on %s", len(handles), device)
     return EvaluatorPool(handles)

@@ -107,7 +107,8 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
         if real_judge:
             device = config.scheduler.evaluator_devices
             device = ("cuda" if has_gpu else "cpu") if device == "auto" else device
-            evaluator = start_evaluators(device, config.scheduler.evaluator_slots, root)
+            evaluator = start_evaluators(device, config.scheduler.evaluator_slots, root,
+                                         str((store.run_dir / "baselines").resolve()))
         specs = {name: roster[name] for name in config.models}
         if synthetic is None:
             services = ModelServices()

@@ -130,12 +130,15 @@ class CheckerProcess:
 class CheckerPool:
     """Spare checkers for one device, started ahead of need; each serves exactly one submission.
 
-    Use one pool per evaluator (it is not shared across threads). `spares=0` starts a checker per request."""
+    Safe to share across threads. A checker dies with the thread that started it (PR_SET_PDEATHSIG), so share a
+    pool only among long-lived threads (an executor's). `spares=0` starts a checker per request."""
 
     def __init__(self, device: str = "cpu", spares: int = 1) -> None:
         self.device, self.spares = device, spares
         self._ready: list[CheckerProcess] = []
-        self._fill()
+        self._lock = threading.Lock()
+        with self._lock:
+            self._fill()
 
     def _fill(self) -> None:
         self._ready = [c for c in self._ready if c.alive()]
@@ -145,15 +148,17 @@ class CheckerPool:
     def take(self, device: str) -> CheckerProcess:
         if device != self.device:
             return CheckerProcess(device)
-        self._ready = [c for c in self._ready if c.alive()]
-        checker = self._ready.pop(0) if self._ready else CheckerProcess(device)
-        self._fill()  # the replacement starts now, while this one judges
+        with self._lock:
+            self._ready = [c for c in self._ready if c.alive()]
+            checker = self._ready.pop(0) if self._ready else CheckerProcess(device)
+            self._fill()  # the replacement starts now, while this one judges
         return checker
 
     def close(self) -> None:
-        for checker in self._ready:
-            checker.close()
-        self._ready = []
+        with self._lock:
+            for checker in self._ready:
+                checker.close()
+            self._ready = []
 
     def __enter__(self) -> "CheckerPool":
         return self

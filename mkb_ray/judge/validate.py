@@ -9,7 +9,7 @@ from ..judge_worker.request import JudgeOptions, default_preset
 from ..problems import SOLUTION_VARIANTS, Problem, ProblemSet
 from ..records import CheckResult, Verdict
 from .kernel import judge_kernel
-from .process import JudgeLimits, run_worker
+from .process import CheckerPool, JudgeLimits, run_worker
 
 
 @dataclass
@@ -49,10 +49,10 @@ def _solution_device(variant: str, device: str) -> str:
 
 
 def judge_solution(problem: Problem, variant: str, device: str, limits: JudgeLimits,
-                   options: JudgeOptions) -> ValidationRow:
+                   options: JudgeOptions, pool: Optional[CheckerPool] = None) -> ValidationRow:
     dsl, target = SOLUTION_VARIANTS[variant]
     verdict = judge_kernel(problem, problem.solutions[variant], dsl, _solution_device(variant, device),
-                           limits=limits, options=options)
+                           limits=limits, options=options, pool=pool)
     if verdict.executed:
         ok = verdict.passed
     else:
@@ -77,6 +77,8 @@ def validate(
         rows.append(row)
         on_row(row)
 
+    # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU).
+    pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in SOLUTION_VARIANTS}}
     for error in problems.errors:
         emit(ValidationRow(error.path, "load", False, error.message))
     for problem in problems.problems:
@@ -90,5 +92,8 @@ def validate(
                                f"missing solutions: {', '.join(missing)} (every shipped problem needs all three)"))
         for variant in wanted:
             if variant in problem.solutions:
-                emit(judge_solution(problem, variant, device, limits, options))
+                emit(judge_solution(problem, variant, device, limits, options, pools.get(
+                    _solution_device(variant, device))))
+    for pool in pools.values():
+        pool.close()
     return rows

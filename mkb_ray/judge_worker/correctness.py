@@ -8,6 +8,13 @@ sit exactly where the anchor has them.
 Outputs a problem lists in `elementwise_outputs` get the same rule per element instead:
 |out_i - anchor_i| <= factor * max(|ref_i - anchor_i|, eps(dtype) * |anchor_i|) + min_abs. For 8-bit floats the
 global rule allows ±3·0.125·max|anchor| (±168 for a full-range fp8 cache), which a wrong quantisation passes.
+
+Low-precision float outputs (2 bytes or fewer: bf16, fp16, fp8) must also pass three whole-tensor metrics
+(KernelBenchX's checks for quantised outputs), each within `METRIC_FACTOR` of the reference's own value or of the
+dtype's rounding floor (eps/4: the mean relative error of one round-to-nearest), whichever is larger:
+relative L1 (Σ|out − anchor| / Σ|anchor|), RMSE relative to the anchor's RMS, and cosine distance. A cut that
+stays under the global max rule — a 5-bit mantissa on a bf16 output, small values flushed to zero, fp8 codes
+rounded to powers of two — moves every element a little, which these averages see.
 """
 from __future__ import annotations
 
@@ -15,6 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
+
+
+METRIC_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -117,8 +127,40 @@ def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: flo
     ref_err = float(ref_errors.max())
     bound = factor * max(ref_err, eps * float(want[finite].abs().max())) + min_abs
     max_err = float(errors.max())
-    return OutputCheck(max_err <= bound, f"max|out-anchor|={max_err:.3g} bound={bound:.3g} (ref_err={ref_err:.3g})",
-                       max_err, bound)
+    detail = f"max|out-anchor|={max_err:.3g} bound={bound:.3g} (ref_err={ref_err:.3g})"
+    if max_err > bound or native.element_size() > 2:
+        return OutputCheck(max_err <= bound, detail, max_err, bound)
+    cut = _precision_cut(got[finite], native.detach().to(torch.float64)[finite], want[finite], eps)
+    if cut:
+        return OutputCheck(False, f"{detail}, but {cut}", max_err, bound)
+    return OutputCheck(True, detail, max_err, bound)
+
+
+def _metrics(values: torch.Tensor, anchor: torch.Tensor) -> tuple[float, float, float]:
+    """Relative L1, RMSE relative to the anchor's RMS, cosine distance."""
+    difference = values - anchor
+    scale = float(anchor.abs().sum())
+    rms = float(anchor.pow(2).mean().sqrt())
+    rel_l1 = float(difference.abs().sum()) / scale if scale > 0 else float(difference.abs().sum())
+    rel_rmse = float(difference.pow(2).mean().sqrt()) / rms if rms > 0 else float(difference.pow(2).mean().sqrt())
+    norms = float(values.norm() * anchor.norm())
+    cosine = 1.0 - float((values * anchor).sum()) / norms if norms > 0 else (0.0 if float(values.norm()) == 0 else 1.0)
+    return rel_l1, rel_rmse, max(cosine, 0.0)
+
+
+def _precision_cut(got: torch.Tensor, native: torch.Tensor, anchor: torch.Tensor, eps: float) -> str:
+    """Which whole-tensor metric shows a precision cut the max rule let through ('' when none does)."""
+    if got.numel() < 16:
+        return ""
+    floor = eps / 4
+    floors = (floor, floor, floor * floor / 2)  # cosine distance ≈ (relative error)² / 2
+    names = ("relative L1", "relative RMSE", "cosine distance")
+    for name, value, reference, lowest in zip(names, _metrics(got, anchor), _metrics(native, anchor), floors):
+        limit = METRIC_FACTOR * max(reference, lowest)
+        if value > limit:
+            return (f"{name} {value:.3g} exceeds {limit:.3g} ({METRIC_FACTOR:g}× the reference's {reference:.3g} "
+                    f"or the dtype's rounding floor {lowest:.3g}): a precision cut")
+    return ""
 
 
 def compare(outputs: Sequence[Any], expected: Expected, tolerance: Tolerance) -> OutputCheck:

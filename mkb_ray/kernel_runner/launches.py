@@ -256,12 +256,15 @@ class LaunchMonitor:
         return ptx
 
 
-# What the host (LLVM) code of a TIRx kernel may call: LLVM intrinsics, the TVM runtime, compiler-rt float
-# conversions and libm. Anything else (`T.call_extern("int32", "system", ...)`, the Python C API) runs code that
-# is neither the DSL kernel nor visible to the static rules.
-_HOST_SYMBOL_PREFIXES = ("llvm.", "TVMFFI", "TVMBackend")
+# What the host (LLVM) code of a TIRx kernel may call: LLVM intrinsics, the few TVM runtime entry points compiled
+# kernels use (raising an error, workspace and parallel-for), compiler-rt float conversions and libm — named one
+# by one. Anything else (`T.call_extern("int32", "system", ...)`, the Python C API, a TVMFFI function lookup that
+# ends in a Python callback) runs code that is neither the DSL kernel nor visible to the static rules.
+_HOST_SYMBOL_PREFIXES = ("llvm.",)
+_TVM_RUNTIME_SYMBOLS = {"TVMFFIErrorSetRaisedFromCStrParts", "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace",
+                        "TVMBackendParallelLaunch", "TVMBackendParallelBarrier"}
 _HOST_SYMBOLS = {
-    "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee", "__truncsfbf2",
+    *_TVM_RUNTIME_SYMBOLS, "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee", "__truncsfbf2",
     "__truncdfbf2", "__extendbfsf2", "memcpy", "memmove", "memset",
     *(name + suffix for suffix in ("", "f") for name in (
         "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "hypot", "sin",

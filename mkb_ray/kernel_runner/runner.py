@@ -181,6 +181,10 @@ class KernelRunner:
         if patched:
             self.identity.restore()
             raise Rejection("monkey_patch", f"the submission replaced {', '.join(patched)}")
+        modes = torch._C._len_torch_function_stack() + torch._C._len_torch_dispatch_stack()
+        if modes:
+            raise Rejection("monkey_patch", f"solve left {modes} torch function/dispatch mode(s) pushed: they would "
+                            "intercept every later torch call in this process")
         threads = self.threads.new_threads()
         if threads:
             raise Rejection("threads", f"the submission left threads running: {threads}")
