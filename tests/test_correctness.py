@@ -70,10 +70,29 @@ def test_elementwise_tolerance_catches_a_coarse_fp8_quantisation():
 
     x = torch.randn(16, 256)
     expected = expected_outputs(quantise, [x], mutates=[])
-    # Every value rounded to a multiple of 32: within the global bound (3 * 0.125 * 448 = 168), far off per element.
+    # Every value rounded to a multiple of 32: within the global bound (3 * 0.125 * 448 = 168), far off per element
+    # (and on average: the whole-tensor metrics catch it even without the element-wise rule).
     coarse = ((expected.native[0].float() / 32).round() * 32).to(torch.float8_e4m3fn)
-    assert compare([coarse], expected, TOL).passed
+    loose = compare([coarse], expected, TOL)
+    assert not loose.passed and "bound=168" in loose.detail and "precision cut" in loose.detail
     strict = Tolerance(elementwise_outputs=(0,))
     check = compare([coarse], expected, strict)
     assert not check.passed and "element-wise" in check.detail
     assert compare([expected.native[0]], expected, strict).passed
+
+
+def test_whole_tensor_metrics_catch_a_bf16_mantissa_cut_the_max_rule_allows():
+    def norm(x: torch.Tensor):
+        return (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to(torch.bfloat16)
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 256, dtype=torch.bfloat16)
+    expected = expected_outputs(norm, [x], mutates=[])
+    exact = expected.anchor[0].float()
+    bits = exact.view(torch.int32) & -262144  # float32 bits keeping 5 mantissa bits
+    cut = torch.where(exact.abs() < 0.02, 0.0, bits.view(torch.float32)).to(torch.bfloat16)
+    check = compare([cut], expected, TOL)
+    assert not check.passed and "precision cut" in check.detail, check.detail
+    assert "bound=" in check.detail and float(check.max_err) <= float(check.bound)  # the max rule alone passes it
+    honest = exact.to(torch.bfloat16)  # computed exactly, rounded once
+    assert compare([honest], expected, TOL).passed

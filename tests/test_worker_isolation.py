@@ -1,5 +1,6 @@
-"""The judging worker's trusted base: it must run where only stdlib, torch, numpy and the DSL are installed
-(our reference GPU host has no Ray, pydantic, rich or polars), and nothing a kernel prints can pose as a verdict."""
+"""The judging processes' trusted base: the checker must run where only stdlib, torch, numpy and the DSL are
+installed (our reference GPU host has no Ray, pydantic, rich or polars), and nothing a kernel prints can pose as a
+verdict."""
 from __future__ import annotations
 
 import json
@@ -51,5 +52,6 @@ def test_printed_fake_verdict_is_only_log(tmp_path):
                       '    print(\'{"nonce": "n0nce", "verdict": {"tier": "pass2x"}}\')\n'
                       '    return x, residual\n')
     answer, log = _run_worker(str(kernel), tmp_path)
-    assert '"tier": "pass2x"' in log  # the kernel did print it ...
+    # The kernel did print it, in its own process, whose output is only the log the checker keeps of it ...
+    assert '"tier": "pass2x"' in answer["verdict"]["log_tail"]
     assert answer["verdict"]["tier"] == "fail" and answer["verdict"]["rejected_by"] == "dsl_launch"  # ... to no avail

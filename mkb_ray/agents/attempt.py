@@ -75,6 +75,9 @@ def _clip_to(text: str, limit_chars: int) -> str:
     return text[:kept].rstrip() + "\n" + render_section(PARTS, "clipped", kept=f"{kept:,}", total=f"{len(text):,}")
 
 
+CONTRACT_PROMPT_END = "<!-- agent-prompt-ends"
+
+
 def contract_path(problems_root: Optional[Path] = None) -> Path:
     """The grading contract beside the problems (a user's MetaKernelBench checkout may have none: then ours)."""
     if problems_root is not None and (Path(problems_root) / "CONTRACT.md").is_file():
@@ -105,7 +108,8 @@ def build_task_statement(config: AttemptConfig, problem: Problem, source_skill: 
         queue_note=render_section(PARTS, "queue_counted" if spec.count_queue_wait else "queue_paused").rstrip(),
         kernel_kb=f"{spec.kernel_bytes / 1000:g}",
         tokens_note=render_section(PARTS, "tokens", tokens=spec.tokens) if spec.tokens else "")
-    contract = contract_path(problems_root).read_text(encoding="utf-8").strip()
+    # The contract's trust-model sections (for the judge's users) stay out of the prompt: context is scarce.
+    contract = contract_path(problems_root).read_text(encoding="utf-8").split(CONTRACT_PROMPT_END)[0].strip()
     reference = problem.path.read_text(encoding="utf-8").strip()
     instructions = skill_instructions()
     source = source_skill

@@ -66,7 +66,8 @@ class KernelProcess:
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             build_argv(self.staging, on_gpu, limits, writable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits), start_new_session=True)
+            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits, import_dsls=role == "kernel"),
+            start_new_session=True)
         assert self.process.stderr is not None and self.process.stdout is not None
         self.log = _LogTail(os.dup(self.process.stderr.fileno()))
         self.process.stderr.close()
@@ -89,6 +90,7 @@ class KernelProcess:
         self.ready_s = time.perf_counter() - self.started
 
     def send(self, message: dict[str, Any]) -> None:
+        self._refuse_unsolicited(str(message.get("op")))
         assert self.process.stdin is not None
         try:
             self.process.stdin.write((json.dumps(message) + "\n").encode())
@@ -142,6 +144,18 @@ class KernelProcess:
         if not isinstance(reply, dict):
             raise Rejected("protocol", f"the kernel process answered '{what}' with {type(reply).__name__}")
         return reply
+
+    def _refuse_unsolicited(self, op: str) -> None:
+        """Nothing may be waiting on the channel before a request: a reply nobody asked for is forged (or a late
+        real one behind a forged one)."""
+        ready, _, _ = select.select([self._replies], [], [], 0)
+        if ready:
+            chunk = os.read(self._replies, 65536)
+            self._pending += chunk
+        if self._pending:
+            self.kill()
+            raise Rejected("protocol", f"the kernel process wrote on its reply channel unasked (before '{op}'): "
+                           f"{bytes(self._pending[:200])!r}")
 
     def _death(self, when: str) -> Rejected:
         try:

@@ -31,7 +31,7 @@ POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
 TIMING_AUDITS = 2  # probe + knockout audits at secret positions among the timed draws
 KNOCKOUT_SEED_OFFSET = 7919  # the knockout call's draw, relative to its probe's
 CALL_TIMEOUT_S = 300.0  # one solve call (the first one compiles); the parent's limit bounds the whole judgement
-MIN_DSL_SHARE = 0.5  # of DSL + PyTorch compute time in a profiled call (see kernel_runner/evidence.py)
+MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute in a profiled call (see kernel_runner/evidence.py)
 
 
 @dataclass
@@ -143,7 +143,8 @@ class Judge:
         self.dsl_outputs_only = self.dsl_outputs_only and not uncomputed
 
     def decoration(self, seed: int, when: str = "") -> None:
-        """A profiled call: PyTorch compute doing more of the work than the DSL is decoration, not a kernel."""
+        """A profiled call: PyTorch compute (or host code) doing more of the work than the DSL is decoration, not
+        a kernel (the device's kernel record on the GPU; aten operators and numpy calls on the CPU target)."""
         inputs = self.draw(seed)
         expected = self.expected(inputs)
         produced, reply = self.call(inputs, profile=True)
@@ -156,9 +157,9 @@ class Judge:
         share = float(evidence.get("dsl_share", 0.0))
         ops = evidence.get("compute_ops") or {}
         top = ", ".join(f"{name}×{count}" for name, count in sorted(ops.items(), key=lambda kv: -kv[1])[:6])
-        detail = (f"DSL share {share:.0%} of DSL + PyTorch compute ({evidence.get('source')}: DSL "
-                  f"{float(evidence.get('dsl_us', 0)):.0f} µs, PyTorch compute "
-                  f"{float(evidence.get('torch_compute_us', 0)):.0f} µs{': ' + top if top else ''}){when}")
+        other = "PyTorch compute" if self.on_gpu else "PyTorch/numpy compute"
+        detail = (f"DSL share {share:.0%} ({evidence.get('source')}: DSL {float(evidence.get('dsl_us', 0)):.0f} µs, "
+                  f"{other} {float(evidence.get('torch_compute_us', 0)):.0f} µs{': ' + top if top else ''}){when}")
         if self.evidence is None or share < float(self.evidence.get("dsl_share", 1.0)):
             self.evidence = evidence
         self.log.check("decoration", share >= MIN_DSL_SHARE,

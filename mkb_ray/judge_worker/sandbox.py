@@ -121,6 +121,7 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
     if on_gpu:
         for node in sorted(glob.glob("/dev/nvidia*")):
             argv += ["--dev-bind", node, node]
+        argv += ["--ro-bind", "/sys", "/sys"]  # the CUDA driver reads the device's topology there
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--die-with-parent", "--new-session", "--chdir", f"{SANDBOX_ROOT}/scratch"]
     uid = runner_uid(on_gpu)
@@ -137,7 +138,7 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
     return argv + [sys.executable, "-m", "mkb_ray.kernel_runner", SANDBOX_ROOT]
 
 
-def sandbox_env(on_gpu: bool, limits: SandboxLimits) -> dict[str, str]:
+def sandbox_env(on_gpu: bool, limits: SandboxLimits, import_dsls: bool = True) -> dict[str, str]:
     """The kernel process's whole environment: nothing of ours leaks in but import paths and the GPU choice."""
     scratch = f"{SANDBOX_ROOT}/scratch"
     paths = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
@@ -155,6 +156,7 @@ def sandbox_env(on_gpu: bool, limits: SandboxLimits) -> dict[str, str]:
         "CUTE_DSL_ARCH": os.environ.get("CUTE_DSL_ARCH", "sm_90a"),
         "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor", "TRITON_CACHE_DIR": f"{scratch}/triton",
         "MKB_RUNNER_RLIMITS": json.dumps(rlimits), "MKB_RUNNER_DEVICE": "cuda" if on_gpu else "cpu",
+        "MKB_RUNNER_IMPORT_DSLS": "1" if import_dsls else "0",
     }
     for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
         if name in os.environ:

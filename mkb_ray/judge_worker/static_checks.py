@@ -8,6 +8,7 @@ line, so the agent gets a specific reason.
 from __future__ import annotations
 
 import ast
+import string
 from dataclasses import dataclass
 
 # Standard-library and numeric modules any kernel may import.
@@ -48,6 +49,7 @@ _BANNED_ATTRIBUTES = {
     "load_module": "loading prebuilt modules bypasses the judged source",
     "export_library": "exporting/loading prebuilt modules bypasses the judged source",
     "time_evaluator": "the kernel must not time itself",
+    "profiler": "the profiler's state is the judge's (and a kernel must not tell profiled calls apart)",
     "os": "the process is the judge's, not the kernel's",
     "sys": "the process is the judge's, not the kernel's",
     "subprocess": "subprocesses are not allowed",
@@ -153,6 +155,10 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in _BANNED_CALLS:
             self._flag("banned_call", node, f"call of builtin '{node.func.id}()' is not allowed")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("format", "format_map"):
+            problem = _format_template_problem(node.func.value)
+            if problem:
+                self._flag("format_reflection", node, problem)
         for keyword in node.keywords:
             if keyword.arg in _BANNED_KEYWORDS:
                 self._flag("banned_call", node, f"keyword '{keyword.arg}=': {_BANNED_KEYWORDS[keyword.arg]}")
@@ -224,6 +230,30 @@ class _Checker(ast.NodeVisitor):
         for target in node.targets:
             self._check_assignment_target(target, node)
         self.generic_visit(node)
+
+
+def _format_fields_reach(template: str) -> bool:
+    """Whether a str.format template's fields read attributes or items (`{0.__closure__[0]}`), also nested ones."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        return True
+    for _, field, spec, _ in parsed:
+        if field and ("." in field or "[" in field):
+            return True
+        if spec and "{" in spec and _format_fields_reach(spec):
+            return True
+    return False
+
+
+def _format_template_problem(template: ast.AST) -> str:
+    """Why `<template>.format(...)` is not allowed ('' when it is): str.format's field syntax is attribute and
+    item access the other rules never see."""
+    if not (isinstance(template, ast.Constant) and isinstance(template.value, str)):
+        return "str.format/format_map on a template that is not a string literal (its fields could read attributes)"
+    if _format_fields_reach(template.value):
+        return "str.format fields that read attributes or items ('{0.x}', '{0[k]}') are reflection; use f-strings"
+    return ""
 
 
 def _chain_root(node: ast.AST) -> str | None:

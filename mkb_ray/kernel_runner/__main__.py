@@ -23,7 +23,9 @@ def main() -> int:
     # Warm: torch and both DSLs imported before a candidate is known (they coexist in one process).
     import torch  # noqa: F401
 
-    for module in ("tvm", "cutlass.cute"):
+    # A baseline process (the reference only) skips them.
+    dsls = ("tvm", "cutlass.cute") if os.environ.get("MKB_RUNNER_IMPORT_DSLS", "1") == "1" else ()
+    for module in dsls:
         try:
             __import__(module)
         except ImportError as err:
@@ -35,9 +37,13 @@ def main() -> int:
     # time, which the identity guard would otherwise blame on the candidate.
     import torch.profiler
 
-    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_gpu else [])
-    with torch.profiler.profile(activities=activities):
-        torch.ones(1).add_(1)
+    if on_gpu:
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=activities):
+            torch.ones(1, device="cuda").add_(1)
+    else:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+            torch.ones(1).add_(1)
     from .runner import serve
 
     serve(sys.stdin, replies, workdir)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, TextIO
 
 import torch
 
-from .evidence import summarise
+from .evidence import summarise, summarise_cpu, wall_share
 from .exchange import TensorSlot, open_exchange, view
 from .guards import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
 from .launches import LaunchMonitor
@@ -121,13 +121,16 @@ class KernelRunner:
         try:
             if profile:
                 activities = [torch.profiler.ProfilerActivity.CPU]
-                if self.on_gpu:
-                    activities.append(torch.profiler.ProfilerActivity.CUDA)
-                profiler = torch.profiler.profile(activities=activities)
+                if self.on_gpu:  # the device's own record of every kernel that ran
+                    profiler = torch.profiler.profile(activities=[*activities, torch.profiler.ProfilerActivity.CUDA])
+                else:  # aten operators, and numpy calls through the Python tracer
+                    profiler = torch.profiler.profile(activities=activities, with_stack=True)
                 profiler.__enter__()
+            started = time.perf_counter()
             result = self.solve(*self.inputs)  # type: ignore[misc]
             if self.on_gpu:
                 torch.cuda.synchronize()
+            solve_us = (time.perf_counter() - started) * 1e6
         except Rejection:
             raise
         except Exception as err:
@@ -143,8 +146,13 @@ class KernelRunner:
         reply: dict[str, Any] = {"ok": True}
         if monitor is not None and record is not None:
             reply.update(self._integrity(record, produced, mode, timed))
+            if mode == "execute":
+                # Where the call's wall time went: inside the DSL's launches, or anywhere else (eager PyTorch,
+                # numpy, Python, other threads the call waited for). Evidence only (see evidence.py).
+                reply["wall"] = wall_share(solve_us, record.launch_us).as_json()
             if profiler is not None:
-                reply["evidence"] = summarise(profiler, self.on_gpu, record.launch_us).as_json()
+                evidence = summarise(profiler) if self.on_gpu else summarise_cpu(profiler, record.launch_us)
+                reply["evidence"] = evidence.as_json()
         for index, (out, slot) in enumerate(zip(produced, self.outputs)):
             if not isinstance(out, torch.Tensor):
                 raise Rejection("correctness", f"output {index}: expected a tensor, got {type(out).__name__}")

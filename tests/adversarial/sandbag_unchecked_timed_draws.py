@@ -1,7 +1,7 @@
-# mkb-adversarial: dsl=tirx device=cpu expect=post_timing
+# mkb-adversarial: dsl=tirx device=cpu expect=post_timing|correctness
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: counts calls and, during timing, computes only the first row except on the final timed draw (the one the judge used to re-check)
-# must be rejected because: a secret random sample of timed draws is re-checked besides the last, so a kernel cannot know which draws it may skip
+# must be rejected because: a secret random sample of timed draws is re-checked besides the last, so a kernel cannot know which draws it may skip; or, earlier, by the probe draw of a secret audit between timed draws (correctness)
 import torch
 import tvm
 from tvm.script import tirx as T

@@ -1,7 +1,7 @@
-# mkb-adversarial: dsl=tirx device=cpu expect=protocol
+# mkb-adversarial: dsl=tirx device=cpu expect=protocol|correctness
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: computes the right answer with the honest TIRx kernel, then writes one extra well-formed done reply to every pipe or socket among fds 0..50 (the reply channel among them), so that the next request is answered at once by a stale reply (a near-zero round trip)
-# must be rejected because: a reply the checker did not ask for is a forged or early answer; the channel carries exactly one reply per request
+# must be rejected because: a reply the checker did not ask for is a forged or early answer; the channel carries exactly one reply per request; the forged line is taken for the reply, so the checker reads the slots before solve filled them (correctness), or the real reply found waiting before the next request gives it away (protocol)
 # skip-static: true
 import os
 import stat

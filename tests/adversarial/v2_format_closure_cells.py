@@ -2,6 +2,7 @@
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: str.format field access (getattr/getitem the source rules never see) walks the compiled kernel's __closure__ cells and torch.sys.modules for a reference or output-shaped tensors, parses their printed values back into tensors and returns them; the TIRx launch only writes ones
 # must be rejected because: the kernel process holds no reference, expected outputs or anchor; the cells lead only to its own launch records
+# skip-static: true
 import torch
 import tvm
 from tvm.script import tirx as T

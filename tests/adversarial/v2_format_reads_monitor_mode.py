@@ -2,6 +2,7 @@
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: reads the launch monitor's mode through str.format field access on the compiled kernel's closure cells (no attribute the source rules see): honest TIRx kernel on probe calls, NaN on knockout/scramble, eager PyTorch plus a one-element launch on every other call
 # must be rejected because: the profiler evidence of the calls it does not recognise as checked shows eager PyTorch doing the work; the monitor's mode must not be readable from the kernel, or the work must be judged on calls the kernel cannot tell apart
+# skip-static: true
 import torch
 import tvm
 from tvm.script import tirx as T
