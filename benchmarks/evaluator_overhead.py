@@ -5,8 +5,8 @@ production protocol (JudgeOptions defaults; preset `production` on cuda, `smoke`
 
   old     the judge of commit 424bdca, exported to --old-tree (scripts/export-old-judge.sh): one fresh
           `python -m mkb_ray.judge_worker` per evaluation, the candidate running next to the checker, the eager
-          (and on a GPU the torch.compile) baseline measured inside every evaluation. Driven through that tree's own parent side
-          (its mkb_ray/judge/process.py run_worker and request types), so it is the old code end to end.
+          (and on a GPU the torch.compile) baseline measured inside every evaluation. Driven through that tree's
+          own parent side (its mkb_ray/judge/process.py run_worker and request types): the old code end to end.
   new     this checkout's `judge_kernel` with one warm `CheckerPool(device, spares=1)` for the whole run (a
           spare checker and its sandboxed kernel process are started ahead, so process start and imports overlap
           the previous judgement) and one fresh temporary baseline cache. The new path goes over the list twice:

@@ -87,8 +87,8 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
 
 
 def test_partial_dsl_solution_is_accepted_and_labelled(problems, fast_options):
-    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_small_eager_part.py",
-                           "tirx", "cpu", options=fast_options)
+    kernel = REPO / "tests" / "kernels" / "partial_dsl_small_eager_part.py"
+    verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), kernel, "tirx", "cpu", options=fast_options)
     assert verdict.tier in ("pass", "pass2x") and verdict.dsl_outputs_only is False, verdict.reason
     assert "computed by eager code" in verdict.reason and verdict.dsl_share >= 0.5
     note = next(c for c in verdict.checks if c.name == "dsl_output")

@@ -21,7 +21,8 @@ _EXPORTS = {
     "JudgeOptions": "mkb_ray.judge_worker.request", "JudgeRequest": "mkb_ray.judge_worker.request",
     "default_preset": "mkb_ray.judge_worker.request", "detect_gpu": "mkb_ray.judge.device",
     "ptx_cache_dir": "mkb_ray.judge.device", "judge_kernel": "mkb_ray.judge.kernel",
-    "JudgeLimits": "mkb_ray.judge.process", "CheckerPool": "mkb_ray.judge.process", "run_worker": "mkb_ray.judge.process",
+    "JudgeLimits": "mkb_ray.judge.process", "CheckerPool": "mkb_ray.judge.process",
+    "run_worker": "mkb_ray.judge.process",
     "worker_env": "mkb_ray.judge.process",
 }
 

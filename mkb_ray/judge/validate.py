@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import secrets
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..judge_worker.request import JudgeOptions, default_preset
@@ -49,10 +51,11 @@ def _solution_device(variant: str, device: str) -> str:
 
 
 def judge_solution(problem: Problem, variant: str, device: str, limits: JudgeLimits,
-                   options: JudgeOptions, pool: Optional[CheckerPool] = None) -> ValidationRow:
+                   options: JudgeOptions, pool: Optional[CheckerPool] = None,
+                   baseline_cache_dir: Optional[Path] = None) -> ValidationRow:
     dsl, target = SOLUTION_VARIANTS[variant]
     verdict = judge_kernel(problem, problem.solutions[variant], dsl, _solution_device(variant, device),
-                           limits=limits, options=options, pool=pool)
+                           limits=limits, options=options, pool=pool, baseline_cache_dir=baseline_cache_dir)
     if verdict.executed:
         ok = verdict.passed
     else:
@@ -77,7 +80,9 @@ def validate(
         rows.append(row)
         on_row(row)
 
-    # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU).
+    # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU), and baselines
+    # measured once per problem and device for this validation (both GPU variants share them).
+    baselines = tempfile.TemporaryDirectory(prefix="mkb-validate-baselines-")
     pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in SOLUTION_VARIANTS}}
     for error in problems.errors:
         emit(ValidationRow(error.path, "load", False, error.message))
@@ -93,7 +98,8 @@ def validate(
         for variant in wanted:
             if variant in problem.solutions:
                 emit(judge_solution(problem, variant, device, limits, options, pools.get(
-                    _solution_device(variant, device))))
+                    _solution_device(variant, device)), Path(baselines.name)))
     for pool in pools.values():
         pool.close()
+    baselines.cleanup()
     return rows

@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .kernel_process import KernelProcess
+from .kernel_process import KernelProcess, Rejected
 from .session import KernelSession, copy_into
 from .timing import RoundTripTimer, method_name, time_draws
 
@@ -34,6 +34,7 @@ class Baselines:
     source: str = "measured"  # 'measured' | 'cached'
     uses: int = 0
     drift: Optional[float] = None  # re-measured eager / cached eager, when this use re-measured
+    note: Optional[str] = None  # why a baseline is missing
 
 
 def device_fingerprint(on_gpu: bool) -> dict[str, str]:
@@ -74,13 +75,24 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
         def run(kind: str, seed_base: int, **load: Any) -> float:
             session.process.request({"op": "load", "kind": kind, "file": name, "overrides": overrides, **load},
                                     CALL_TIMEOUT_S)
-            return time_draws(timer, lambda i: session.write_inputs(draw(seed_base + i)),
-                              lambda i: session.call(CALL_TIMEOUT_S, timed=True), warmup, timed).median_ms
+
+            def prepare(index: int) -> None:
+                session.write_inputs(draw(seed_base + index))
+                if load.get("torch_compile"):
+                    session.process.request({"op": "stage"}, CALL_TIMEOUT_S)
+
+            return time_draws(timer, prepare, lambda i: session.call(CALL_TIMEOUT_S, timed=True), warmup,
+                              timed).median_ms
 
         noop = run("noop", 0)
         eager = run("reference", 2000)
-        compiled = run("reference", 3000, torch_compile=True) if compile_baseline else None
-        return Baselines(eager_ms=eager, torch_compile_ms=compiled, noop_ms=noop)
+        compiled, note = None, None
+        if compile_baseline:
+            try:
+                compiled = run("reference", 3000, torch_compile=True)
+            except Rejected as failed:  # the reference itself does not compile: no such baseline, said why
+                note = f"torch.compile of the reference failed: {failed.reason[:300]}"
+        return Baselines(eager_ms=eager, torch_compile_ms=compiled, noop_ms=noop, note=note)
     finally:
         session.close()
 
@@ -91,7 +103,8 @@ def cached_or_measured(cache_dir: Optional[Path], key: str, measure_now: Callabl
     cached: Optional[Baselines] = None
     if path is not None and path.exists():
         try:
-            cached = Baselines(**{k: v for k, v in json.loads(path.read_text()).items() if k in Baselines.__annotations__})
+            stored = json.loads(path.read_text())
+            cached = Baselines(**{k: v for k, v in stored.items() if k in Baselines.__annotations__})
         except (ValueError, TypeError):
             cached = None
     if cached is not None and (cached.uses + 1) % REMEASURE_EVERY != 0:

@@ -206,6 +206,8 @@ class Judge:
         started = time.perf_counter()
         baselines = self.baselines()
         self.phases_s["timing_baselines"] = time.perf_counter() - started
+        if baselines.note:
+            self.log.note("baselines", baselines.note)
         net = kernel.net_of(baselines.noop_ms)
         eager_ms = max(baselines.eager_ms - baselines.noop_ms, 1e-3)
         compiled_ms = (max(baselines.torch_compile_ms - baselines.noop_ms, 1e-3)

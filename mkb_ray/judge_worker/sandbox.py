@@ -150,7 +150,8 @@ def sandbox_env(on_gpu: bool, limits: SandboxLimits, import_dsls: bool = True) -
         rlimits["nproc"] = limits.processes
     env = {
         "PATH": f"{os.path.dirname(sys.executable)}:/usr/local/bin:/usr/bin:/bin", "HOME": scratch,
-        "TMPDIR": scratch, "XDG_CACHE_HOME": f"{scratch}/.cache", "LANG": "C.UTF-8", "PYTHONPATH": os.pathsep.join(paths),
+        "TMPDIR": scratch, "XDG_CACHE_HOME": f"{scratch}/.cache", "LANG": "C.UTF-8",
+        "PYTHONPATH": os.pathsep.join(paths),
         "PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
         "OMP_NUM_THREADS": str(limits.threads), "TVM_NUM_THREADS": str(limits.threads),
         "CUTE_DSL_ARCH": os.environ.get("CUTE_DSL_ARCH", "sm_90a"),

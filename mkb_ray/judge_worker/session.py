@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from ..kernel_runner.exchange import ExchangeBuffer, TensorSlot, plan_slots, view
+from ..kernel_runner.exchange import ExchangeBuffer, plan_slots, view
 from .kernel_process import KernelProcess, Rejected
 
 READY_TIMEOUT_S = 120.0

@@ -34,8 +34,8 @@ class TimingResult:
     def net_of(self, overhead_ms: float) -> "TimingResult":
         """This timing with the harness's no-op round trip taken off (never below a microsecond)."""
         floor = 1e-3
-        return TimingResult(self.method, max(self.median_ms - overhead_ms, floor), max(self.min_ms - overhead_ms, floor),
-                            max(self.max_ms - overhead_ms, floor), self.samples)
+        return TimingResult(self.method, max(self.median_ms - overhead_ms, floor),
+                            max(self.min_ms - overhead_ms, floor), max(self.max_ms - overhead_ms, floor), self.samples)
 
 
 def method_name(on_gpu: bool) -> str:

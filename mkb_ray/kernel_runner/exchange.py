@@ -75,9 +75,16 @@ def plan_slots(tensors: Sequence[Optional[torch.Tensor]], start: int = 0) -> tup
 
 
 def view(buffer: torch.Tensor, slot: TensorSlot) -> torch.Tensor:
-    """The typed tensor `slot` describes, as a view of the uint8 `buffer`."""
-    raw = buffer[slot.offset:slot.offset + slot.nbytes]
-    return raw.view(DTYPES[slot.dtype]).view(slot.shape)
+    """The typed tensor `slot` describes, on the uint8 `buffer`'s memory. A tensor of its own dtype set on the
+    shared storage, not a dtype-changing view of the buffer: to `solve` (and to torch.compile, which refuses to
+    mutate inputs that are views with another dtype) it is an ordinary contiguous tensor."""
+    dtype = DTYPES[slot.dtype]
+    strides, step = [], 1
+    for size in reversed(slot.shape):
+        strides.insert(0, step)
+        step *= max(size, 1)
+    tensor = torch.empty(0, dtype=dtype, device=buffer.device)
+    return tensor.set_(buffer.untyped_storage(), slot.offset // dtype.itemsize, slot.shape, tuple(strides))
 
 
 class _CudaArray:

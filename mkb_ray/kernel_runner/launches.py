@@ -264,7 +264,8 @@ _HOST_SYMBOL_PREFIXES = ("llvm.",)
 _TVM_RUNTIME_SYMBOLS = {"TVMFFIErrorSetRaisedFromCStrParts", "TVMBackendAllocWorkspace", "TVMBackendFreeWorkspace",
                         "TVMBackendParallelLaunch", "TVMBackendParallelBarrier"}
 _HOST_SYMBOLS = {
-    *_TVM_RUNTIME_SYMBOLS, "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee", "__truncsfbf2",
+    *_TVM_RUNTIME_SYMBOLS,
+    "__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee", "__truncsfbf2",
     "__truncdfbf2", "__extendbfsf2", "memcpy", "memmove", "memset",
     *(name + suffix for suffix in ("", "f") for name in (
         "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "pow", "hypot", "sin",
