@@ -56,7 +56,9 @@ class EvaluatorActor:
         self._workdir = Path(tempfile.mkdtemp(prefix="mkb-evaluator-"))
         self.baseline_cache_dir = Path(baseline_cache_dir) if baseline_cache_dir else self._workdir / "baselines"
         # A GPU host has the cores to start checkers ahead of a fast GPU; a CPU evaluator keeps one per slot.
-        self.checkers = CheckerPool(device, spares=spares if spares is not None else (3 if device == "cuda" else slots))
+        if spares is None:
+            spares = 4 if device == "cuda" else slots
+        self.checkers = CheckerPool(device, spares=spares)
 
     def _kernel_file(self, source: str) -> Path:
         # Content-addressed, so re-judging the same source reuses the file (and the judge's PTX cache).

@@ -7,7 +7,7 @@ production protocol (JudgeOptions defaults; preset `production` on cuda, `smoke`
           `python -m mkb_ray.judge_worker` per evaluation, the candidate running next to the checker, the eager
           (and on a GPU the torch.compile) baseline measured inside every evaluation. Driven through that tree's
           own parent side (its mkb_ray/judge/process.py run_worker and request types): the old code end to end.
-  new     this checkout's `judge_kernel` with one warm `CheckerPool(device, spares=1)` for the whole run (a
+  new     this checkout's `judge_kernel` with one warm `CheckerPool(device, spares=--spares)` for the whole run (a
           spare checker and its sandboxed kernel process are started ahead, so process start and imports overlap
           the previous judgement) and one fresh temporary baseline cache. The new path goes over the list twice:
           pass 1 measures each problem's baselines the first time it sees that problem (later pairs of the same
@@ -305,6 +305,9 @@ def main() -> int:
                              "when missing and git history is here)")
     parser.add_argument("--evaluations", type=int, default=None, metavar="N",
                         help="judge the first N pairs of the list per pass (default: every shipped solution once)")
+    parser.add_argument("--spares", type=int, default=None, metavar="N",
+                        help="checkers the new judge keeps started ahead (default: 4 on cuda, where starting one "
+                             "takes longer than judging; 1 on cpu)")
     parser.add_argument("--out", type=Path, default=None, metavar="FILE",
                         help="also write what is printed to FILE and a JSON summary (every evaluation too) to "
                              "FILE with the suffix .json")
@@ -315,6 +318,7 @@ def main() -> int:
     has_gpu = detect_gpu()
     device = args.device or ("cuda" if has_gpu else "cpu")
     preset = default_preset(device)
+    spares = args.spares if args.spares is not None else (4 if device == "cuda" else 1)
     old = OldJudge(ensure_old_tree(args.old_tree))
     listed = shipped_pairs(device)
     count = len(listed) if args.evaluations is None else args.evaluations
@@ -328,7 +332,7 @@ def main() -> int:
     say = Report()
     say(f"evaluator overhead: device={device} preset={preset} options={asdict(options.resolved(device))}")
     say(f"old: {old.commit[:12]} from {old.tree} (fresh worker per evaluation); new: this checkout "
-        f"(CheckerPool spares=1, fresh baseline cache); {count} evaluation(s) per pass; "
+        f"(CheckerPool spares={spares}, fresh baseline cache); {count} evaluation(s) per pass; "
         f"host {platform.node()}, {os.cpu_count()} CPUs{'' if has_gpu or device == 'cpu' else ', NO GPU'}")
     if device == "cuda" and not has_gpu:
         say("warning: --device cuda without a GPU here: verdicts will be compile_only, useful = compile only")
@@ -339,7 +343,8 @@ def main() -> int:
     say("\nold judge:")
     old_evals = run_pass(say, "old", "old", 1, pairs, lambda pair: old.judge(pair, problems[pair.problem_id],
                                                                              device, preset))
-    with tempfile.TemporaryDirectory(prefix="mkb-baselines-") as cache_dir, CheckerPool(device, spares=1) as pool:
+    with (tempfile.TemporaryDirectory(prefix="mkb-baselines-") as cache_dir,
+          CheckerPool(device, spares=spares) as pool):
         waited = wait_for_warm_pool(pool)
         say(f"\nnew judge (pool warm after {waited:.1f} s, baseline cache {cache_dir}):")
 

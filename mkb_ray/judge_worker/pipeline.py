@@ -311,6 +311,8 @@ def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
                             f"{fields['harness_overhead_ms']:.3g} ms round trip)"
                             + ("" if judge.dsl_outputs_only else "; some outputs computed by eager code (dsl_output)"))
     except Rejected as rejected:
+        if not log.checks or log.checks[-1]["passed"]:  # raised by the kernel process or the session, not a check
+            log.checks.append({"name": rejected.check, "passed": False, "detail": rejected.reason[:4000]})
         fields.update(rejected_by=rejected.check, reason=rejected.reason[:4000], tier="fail")
         if rejected.check in ("correctness", "post_timing"):
             fields["correct"] = False
