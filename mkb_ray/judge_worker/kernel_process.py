@@ -163,8 +163,14 @@ class KernelProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             return Rejected("crash", f"the kernel process closed its reply channel {when}")
-        if code < 0:
-            how = f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        # bubblewrap exits with 128 + N when the process it ran died of signal N.
+        number = -code if code < 0 else code - 128 if 128 < code < 128 + signal.NSIG else 0
+        if number:
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = "unknown"
+            how = f"was killed by signal {number} ({name})"
         else:
             how = f"exited with code {code}"
         return Rejected("crash", f"the kernel process {how} {when}")
