@@ -85,8 +85,3 @@ def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProb
         tolerance=Tolerance(float(tolerance.get("factor", 3.0)), float(tolerance.get("min_abs", 0.0)),
                             tuple(int(i) for i in tolerance.get("elementwise_outputs", ()))),
     )
-
-
-def import_candidate(kernel_path: Path) -> ModuleType:
-    """Import the submission (after static checks passed and the launch monitor is installed)."""
-    return _import_path(kernel_path, "mkb_candidate")

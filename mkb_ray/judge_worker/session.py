@@ -12,7 +12,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from ..kernel_runner.exchange import ExchangeBuffer, plan_slots, view
-from .kernel_process import KernelProcess, Rejected
+from .kernel_process import KernelProcess
 
 READY_TIMEOUT_S = 120.0
 
@@ -99,4 +99,4 @@ def copy_into(process: KernelProcess, source: Path, name: str) -> str:
     return name
 
 
-__all__ = ["KernelSession", "Rejected", "copy_into"]
+__all__ = ["KernelSession", "copy_into"]
