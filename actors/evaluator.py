@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from mkb_ray.judge import JudgeOptions, judge_kernel
 from mkb_ray.problems import ProblemSet, load_problems
-from mkb_ray.judge import CheckerPool, JudgeLimits, worker_env
+from mkb_ray.judge import GPU_SPARES, CheckerPool, JudgeLimits, worker_env
 
 # Outcomes after which the slot's device may be unhealthy: the process died or the GPU raised an error.
 _SUSPECT_OUTCOMES = ("crash", "timeout", "memory_limit")
@@ -57,7 +57,7 @@ class EvaluatorActor:
         self.baseline_cache_dir = Path(baseline_cache_dir) if baseline_cache_dir else self._workdir / "baselines"
         # A GPU host has the cores to start checkers ahead of a fast GPU; a CPU evaluator keeps one per slot.
         if spares is None:
-            spares = 4 if device == "cuda" else slots
+            spares = GPU_SPARES if device == "cuda" else slots
         self.checkers = CheckerPool(device, spares=spares)
 
     def _kernel_file(self, source: str) -> Path:

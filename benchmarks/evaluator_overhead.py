@@ -306,19 +306,19 @@ def main() -> int:
     parser.add_argument("--evaluations", type=int, default=None, metavar="N",
                         help="judge the first N pairs of the list per pass (default: every shipped solution once)")
     parser.add_argument("--spares", type=int, default=None, metavar="N",
-                        help="checkers the new judge keeps started ahead (default: 4 on cuda, where starting one "
+                        help="checkers the new judge keeps started ahead (default: 6 on cuda, where starting one "
                              "takes longer than judging; 1 on cpu)")
     parser.add_argument("--out", type=Path, default=None, metavar="FILE",
                         help="also write what is printed to FILE and a JSON summary (every evaluation too) to "
                              "FILE with the suffix .json")
     args = parser.parse_args()
 
-    from mkb_ray.judge import CheckerPool, JudgeOptions, default_preset, detect_gpu, judge_kernel
+    from mkb_ray.judge import GPU_SPARES, CheckerPool, JudgeOptions, default_preset, detect_gpu, judge_kernel
 
     has_gpu = detect_gpu()
     device = args.device or ("cuda" if has_gpu else "cpu")
     preset = default_preset(device)
-    spares = args.spares if args.spares is not None else (4 if device == "cuda" else 1)
+    spares = args.spares if args.spares is not None else (GPU_SPARES if device == "cuda" else 1)
     old = OldJudge(ensure_old_tree(args.old_tree))
     listed = shipped_pairs(device)
     count = len(listed) if args.evaluations is None else args.evaluations

@@ -127,6 +127,11 @@ class CheckerProcess:
         self.scratch.cleanup()
 
 
+# Spare checkers a GPU evaluator keeps started: a checker takes 11-15 s to start on the H200 and a cached evaluation
+# ~2.7 s, so 4 ran dry at 18.6 evaluations/min and 6 kept up at 22.0/min (benchmarks/results/, 2026-12-01).
+GPU_SPARES = 6
+
+
 class CheckerPool:
     """Spare checkers for one device, started ahead of need; each serves exactly one submission.
 
