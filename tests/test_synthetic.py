@@ -1,4 +1,5 @@
-"""Synthetic mode: deterministic, valid, labelled records whose draws match the spec they came from."""
+"""Synthetic mode: deterministic, valid, labelled records whose draws match the spec they came from, and SKILL.md
+texts whose ground-truth lineage is what the spec planted."""
 from __future__ import annotations
 
 import hashlib
@@ -14,8 +15,10 @@ from mkb_ray.records import Trial
 from mkb_ray.records import AttemptRecord
 from mkb_ray.synthetic import (ClaimContext, SyntheticClaim, SyntheticSpec, evolve, fresh_claims, parse_skill,
                                render_skill, strip_ground_truth, synthetic_outcome, tier_probabilities)
-from mkb_ray.synthetic.claims import TEMPLATES, claim_text, skill_source_tier
-from mkb_ray.synthetic.spec import CATEGORIES, MODALITIES, EvolutionRates, TierProbs
+from mkb_ray.synthetic.claims import EDGES, IDEAS, claim_text, mergeable_pairs
+from mkb_ray.synthetic.skill_md import skill_source_tier
+from mkb_ray.synthetic.spec import CATEGORIES, LAYOUTS, MODALITIES, EvolutionRates, SkillLayout, TierProbs
+from mkb_ray.synthetic.wordings import WORDINGS
 
 PROBLEM = "synthetic/attention_0"
 
@@ -142,12 +145,23 @@ def test_solo_tier_frequencies_match_the_spec(dsl: str) -> None:
         assert abs(counts[tier] / n - p) < 0.04, (tier, counts)
 
 
+VALUES = {"axis": "row dimension", "dsl": "TIRx", "dtype": "bf16", "hw": "sm_90a", "n": "128", "op": "fused add",
+          "pct": "20", "x": "1.5"}
+
+
+def make_claim(claim_id: str, category: str, idea: str, modality: str = "plain", variant: int = 0,
+               values: dict[str, str] = VALUES, parents: tuple[str, ...] = (), edge: str = "new") -> SyntheticClaim:
+    slots = tuple((name, values[name]) for name in IDEAS[(category, idea)].slots)
+    return SyntheticClaim(claim_id, parents, category, modality, idea, variant, slots,  # type: ignore[arg-type]
+                          claim_text(category, idea, variant, modality, slots), edge)  # type: ignore[arg-type]
+
+
 def test_skill_effect_follows_the_closure_share_and_source_tier() -> None:
     spec = SyntheticSpec(skill_help_shift=0.0, source_pass_shift=0.3, closure_harm_per_share=1.0)
-    claims = [SyntheticClaim(f"h0-x.{k:02d}", None, cat, "plain",
-                             claim_text(cat, 0, "plain", (("dsl", "TIRx"), ("op", "op"))), "new", 0,
-                             (("dsl", "TIRx"), ("op", "op")))
-              for k, cat in enumerate(["unsupported_closure", "dsl_specific_detail"] * 5)]
+    claims = [make_claim(f"h0-x.{k:02d}", cat, WORDINGS[cat][k // 2].key)
+              for k, cat in enumerate(["unsupported_closure", "dsl_specific_detail"] * 3)]
+    claims += [make_claim(f"h0-x.{k + 6:02d}", cat, WORDINGS[cat][0].key, values={**VALUES, "n": "64"})
+               for k, cat in enumerate(["unsupported_closure", "dsl_specific_detail"] * 2)]
     assert len(parse_skill(render_skill(claims))) == 10
     base = spec.tiers.get("tirx", "skill")
     # closure share 0.5, source failed: delta = -0.5, half of the passing mass moves to fail.
@@ -161,100 +175,351 @@ def test_skill_effect_follows_the_closure_share_and_source_tier() -> None:
     n = 2000
     for tier, expected in ((None, harmed), ("pass", tier_probabilities(spec, "tirx", "skill", closure_share=0.5,
                                                                      source_passed=True))):
-        src = render_skill(claims, attempt="src", tier=tier)
+        src = render_skill(claims, attempt="src", tier=tier, rng=random.Random(3))
         counts = Counter(synthetic_outcome(hop_trial(1, chain=c), src, spec).final_tier for c in range(n))
         assert abs(counts["fail"] / n - expected.fail) < 0.04, (tier, counts, expected)
         assert abs(counts["pass"] / n - expected.pass_) < 0.04, (tier, counts, expected)
 
 
-def test_generator_self_check_evolution_rates_of_a_long_chain() -> None:
-    """The generator against its own spec: the lineage read back here is the ground truth the generator wrote into
-    each SKILL.md (parent ids and edges), so this checks the draws, not a lineage recovery. The real recovery
-    test (lineage inferred from the claim texts alone) comes with the lineage issue."""
-    spec = SyntheticSpec(seed=11, evolution=EvolutionRates(drop_rate=0.1, mutate_rate=0.2, strengthen_rate=0.15,
-                                                           weaken_rate=0.1, new_claims_per_hop=2.0))
-    hops: list[list[SyntheticClaim]] = []
-    skill: str | None = None
-    for hop in range(300):
-        out = synthetic_outcome(hop_trial(hop), skill, spec)
-        assert out.status == "completed"
-        skill = out.skill_md
-        hops.append(parse_skill(skill))
-    edges: Counter[str] = Counter()
-    by_mod: dict[str, Counter[str]] = {m: Counter() for m in MODALITIES}
-    new_per_hop = []
-    for parents, children in zip(hops, hops[1:]):
-        by_id = {p.claim_id: p for p in parents}
-        fate = {p.claim_id: "dropped" for p in parents}
-        new_per_hop.append(sum(c.parent_id is None for c in children))
-        for c in children:
-            if c.parent_id is None:
-                assert c.edge == "new"
+# --- ground truth over a long chain ------------------------------------------------------------------------------
+
+_STEP = {"copied": 0, "paraphrased": 0, "strengthened": 1, "weakened": -1, "split": 0}
+
+
+def _check_child(c: SyntheticClaim, parents: list[SyntheticClaim]) -> None:
+    """A child's ground truth is what its edge says it is."""
+    p = parents[0]
+    assert c.category == p.category
+    if c.edge == "merged":
+        assert len(parents) == 2 and set(IDEAS[(c.category, c.idea)].parts) == {q.idea for q in parents}
+        assert c.modality == MODALITIES[min(MODALITIES.index(q.modality) for q in parents)]
+        assert dict(c.slots) == {**dict(parents[0].slots), **dict(parents[1].slots)}
+        return
+    assert len(parents) == 1
+    assert MODALITIES.index(c.modality) - MODALITIES.index(p.modality) == _STEP[c.edge]
+    assert (c.text == p.text) == (c.edge == "copied")
+    if c.edge == "split":
+        assert c.idea in IDEAS[(p.category, p.idea)].parts and set(c.slots) <= set(p.slots)
+        return
+    assert (c.idea, c.slots) == (p.idea, p.slots)
+    assert (c.variant != p.variant) == (c.edge == "paraphrased")
+
+
+def test_planted_rates_are_what_the_ground_truth_of_long_chains_shows() -> None:
+    """The generator against its own spec, through the full path (outcome → SKILL.md text → parse_skill → evolve):
+    the lineage read back is the ground truth written into each SKILL.md, so this checks the draws and that every
+    edge is honest (a copy is verbatim, a paraphrase another phrasing of the same idea, ...), not a recovery."""
+    ev = EvolutionRates(drop_rate=0.10, mutate_rate=0.20, strengthen_rate=0.12, weaken_rate=0.08, split_rate=0.15,
+                        merge_rate=0.30, new_claims_per_hop=3.0, reorder_prob=0.3)
+    spec = SyntheticSpec(seed=11, initial_claims_mean=30, evolution=ev)
+    fates: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {k: Counter() for k in ("hedged", "plain", "absolute", "compound", "simple",
+                                                                "plain_simple")}
+    pairs = merged_pairs = 0
+    new_per_hop: list[int] = []
+    sizes: list[int] = []
+    for chain in range(3):
+        skill: str | None = None
+        parents: list[SyntheticClaim] = []
+        for hop in range(100):
+            out = synthetic_outcome(hop_trial(hop, chain=chain), skill, spec)
+            assert out.status == "completed"
+            skill = out.skill_md or ""
+            children = parse_skill(skill)
+            plain_text = strip_ground_truth(skill)
+            assert all(c.text in plain_text for c in children)
+            sizes.append(len(children))
+            if hop == 0:
+                parents = children
                 continue
-            p = by_id[c.parent_id]
-            assert fate[p.claim_id] == "dropped", "a parent has one child at most"
-            fate[p.claim_id] = c.edge
-            assert c.category == p.category
-            step = MODALITIES.index(c.modality) - MODALITIES.index(p.modality)
-            assert step == {"copied": 0, "paraphrased": 0, "strengthened": 1, "weakened": -1}[c.edge]
-            assert (c.text == p.text) == (c.edge == "copied")
-        for p in parents:
-            edges[fate[p.claim_id]] += 1
-            by_mod[p.modality][fate[p.claim_id]] += 1
-    total = sum(edges.values())
-    ev = spec.evolution
-    assert total > 2000
-    assert abs(edges["dropped"] / total - ev.drop_rate) < 0.03
-    assert abs(edges["paraphrased"] / total - ev.mutate_rate) < 0.03
-    plain = sum(by_mod["plain"].values())
-    assert abs(by_mod["plain"]["copied"] / plain - ev.copy_rate) < 0.04
-    not_absolute = plain + sum(by_mod["hedged"].values())
-    strengthened = by_mod["plain"]["strengthened"] + by_mod["hedged"]["strengthened"]
-    assert abs(strengthened / not_absolute - ev.strengthen_rate) < 0.03
-    not_hedged = plain + sum(by_mod["absolute"].values())
-    weakened = by_mod["plain"]["weakened"] + by_mod["absolute"]["weakened"]
-    assert abs(weakened / not_hedged - ev.weaken_rate) < 0.03
-    assert by_mod["absolute"]["strengthened"] == by_mod["hedged"]["weakened"] == 0
+            by_id = {p.claim_id: p for p in parents}
+            fate: dict[str, str] = {}
+            for c in children:
+                assert c.edge in EDGES and (c.edge == "new") == (not c.parent_ids)
+                for pid in c.parent_ids:
+                    assert fate.get(pid, c.edge) == c.edge, "a parent takes one transition"
+                    fate[pid] = c.edge
+                if c.parent_ids:
+                    _check_child(c, [by_id[pid] for pid in c.parent_ids])
+            assert sum(c.edge == "split" for c in children) == 2 * sum(f == "split" for f in fate.values())
+            new_per_hop.append(sum(c.edge == "new" for c in children))
+            mergeable = mergeable_pairs(parents)
+            pairs += len(mergeable)
+            merged_pairs += sum(fate.get(parents[pair.first].claim_id) == "merged" for pair in mergeable)
+            assert sum(f == "merged" for f in fate.values()) == 2 * sum(c.edge == "merged" for c in children)
+            for p in parents:
+                f = fate.get(p.claim_id, "dropped")
+                if f == "merged":
+                    continue
+                fates[f] += 1
+                by_kind[p.modality][f] += 1
+                compound = bool(IDEAS[(p.category, p.idea)].parts)
+                by_kind["compound" if compound else "simple"][f] += 1
+                if p.modality == "plain" and not compound:
+                    by_kind["plain_simple"][f] += 1
+            parents = children
+    total = sum(fates.values())
+    assert total > 6000 and pairs > 300, (total, pairs)
+
+    def rate(counter: Counter[str], edge: str) -> float:
+        return counter[edge] / sum(counter.values())
+
+    not_absolute = by_kind["hedged"] + by_kind["plain"]
+    not_hedged = by_kind["plain"] + by_kind["absolute"]
+    observed = {
+        "drop": (fates["dropped"] / total, ev.drop_rate),
+        "paraphrase": (fates["paraphrased"] / total, ev.mutate_rate),
+        "strengthen": (rate(not_absolute, "strengthened"), ev.strengthen_rate),
+        "weaken": (rate(not_hedged, "weakened"), ev.weaken_rate),
+        "split": (rate(by_kind["compound"], "split"), ev.split_rate),
+        # a plain simple claim is copied when drawn to be, and when a split is drawn for it
+        "copy": (rate(by_kind["plain_simple"], "copied"), ev.copy_rate + ev.split_rate),
+        "merge": (merged_pairs / pairs, ev.merge_rate),
+    }
+    for name, (got, want) in observed.items():
+        assert abs(got - want) < (0.05 if name == "merge" else 0.03), (name, got, want, observed)
+    assert by_kind["absolute"]["strengthened"] == by_kind["hedged"]["weakened"] == by_kind["simple"]["split"] == 0
     assert abs(sum(new_per_hop) / len(new_per_hop) - ev.new_claims_per_hop) < 0.3
+    assert 15 <= sum(sizes) / len(sizes) <= 45
 
 
-def test_evolve_is_deterministic_given_the_rng() -> None:
+# --- evolution, one transition at a time -------------------------------------------------------------------------
+
+def _only(**rates: float) -> SyntheticSpec:
+    names = ("drop_rate", "mutate_rate", "strengthen_rate", "weaken_rate", "split_rate", "merge_rate",
+             "new_claims_per_hop", "reorder_prob")
+    return SyntheticSpec(evolution=EvolutionRates(**{**dict.fromkeys(names, 0.0), **rates}))
+
+
+def _all_ideas() -> list[SyntheticClaim]:
+    return [make_claim(f"h0-a.{k:03d}", cat, key, modality=MODALITIES[k % 3], variant=k % 2)
+            for k, (cat, key) in enumerate(IDEAS)]
+
+
+CTX = ClaimContext("h1-b", PROBLEM, "tirx")
+
+
+def test_paraphrase_keeps_idea_modality_and_values_and_changes_the_text() -> None:
+    parents = _all_ideas()
+    children = evolve(parents, _only(mutate_rate=1.0), random.Random(0), CTX)
+    assert len(children) == len(parents)
+    for p, c in zip(parents, children):
+        assert c.edge == "paraphrased" and c.parent_ids == (p.claim_id,)
+        assert (c.category, c.idea, c.modality, c.slots) == (p.category, p.idea, p.modality, p.slots)
+        assert c.variant != p.variant and c.text != p.text
+
+
+@pytest.mark.parametrize("edge", ["strengthened", "weakened"])
+def test_strengthen_and_weaken_move_one_step_in_the_same_phrasing(edge: str) -> None:
+    parents = _all_ideas()
+    spec = _only(strengthen_rate=1.0) if edge == "strengthened" else _only(weaken_rate=1.0)
+    stuck = "absolute" if edge == "strengthened" else "hedged"
+    for p, c in zip(parents, evolve(parents, spec, random.Random(0), CTX)):
+        assert (c.idea, c.variant, c.slots) == (p.idea, p.variant, p.slots)
+        if p.modality == stuck:
+            assert c.edge == "copied" and c.text == p.text
+        else:
+            step = 1 if edge == "strengthened" else -1
+            assert c.edge == edge and MODALITIES.index(c.modality) == MODALITIES.index(p.modality) + step
+            assert c.text != p.text
+
+
+def test_split_gives_each_part_with_the_parent_listed() -> None:
+    parents = _all_ideas()
+    children = evolve(parents, _only(split_rate=1.0), random.Random(0), CTX)
+    compounds = [p for p in parents if IDEAS[(p.category, p.idea)].parts]
+    assert len(compounds) == len(WORDINGS) and len(children) == len(parents) + len(compounds)
+    for p in parents:
+        kids = [c for c in children if c.parent_ids == (p.claim_id,)]
+        parts = IDEAS[(p.category, p.idea)].parts
+        if not parts:
+            assert [k.edge for k in kids] == ["copied"]
+            continue
+        assert [k.edge for k in kids] == ["split", "split"] and tuple(k.idea for k in kids) == parts
+        for k in kids:
+            assert k.modality == p.modality and k.category == p.category
+            assert dict(k.slots) == {n: dict(p.slots)[n] for n in IDEAS[(k.category, k.idea)].slots}
+            assert k.text in strip_ground_truth(render_skill(kids, rng=random.Random(1)))
+
+
+def test_merge_joins_the_two_parts_and_lists_both_parents() -> None:
+    cat = "verified_reformulation"
+    a = make_claim("h0-a.00", cat, "fp32_accumulate", modality="absolute")
+    other = make_claim("h0-a.01", "open_question", "persistent_kernel")
+    b = make_claim("h0-a.02", cat, "cast_once", modality="hedged", variant=1)
+    children = evolve([a, other, b], _only(merge_rate=1.0), random.Random(0), CTX)
+    assert [c.edge for c in children] == ["merged", "copied"]
+    merged = children[0]
+    assert merged.parent_ids == ("h0-a.00", "h0-a.02") and merged.idea == "fp32_accumulate+cast_once"
+    assert merged.modality == "hedged" and dict(merged.slots) == {"op": VALUES["op"], "dtype": VALUES["dtype"]}
+    assert "fp32" in merged.text and VALUES["dtype"] in merged.text
+    # Not mergeable: the parts disagree on a shared value, or the compound already stands with those values.
+    b_other_op = make_claim("h0-a.02", cat, "cast_once", values={**VALUES, "op": "SiLU-and-mul"})
+    assert mergeable_pairs([a, b_other_op]) == []
+    both = make_claim("h0-a.03", cat, "fp32_accumulate+cast_once")
+    assert mergeable_pairs([a, b, both]) == []
+    assert [p[:2] for p in mergeable_pairs([a, other, b])] == [(0, 2)]
+    # Without merges, each part takes its own transition.
+    assert [c.edge for c in evolve([a, other, b], _only(), random.Random(0), CTX)] == ["copied"] * 3
+
+
+def test_claims_do_not_keep_their_parents_order() -> None:
+    parents = _all_ideas()
+    kept = evolve(parents, _only(), random.Random(0), CTX)
+    assert [c.parent_ids[0] for c in kept] == [p.claim_id for p in parents]
+    moved = evolve(parents, _only(reorder_prob=0.3), random.Random(0), CTX)
+    order = [c.parent_ids[0] for c in moved]
+    assert sorted(order) == [p.claim_id for p in parents] and order != sorted(order)
+    assert [c.claim_id for c in moved] == [f"h1-b.{k:02d}" for k in range(len(moved))]
+    # New claims go anywhere, not only at the end.
+    spec = _only(new_claims_per_hop=5.0)
+    positions = [k for seed in range(20) for k, c in enumerate(evolve(parents, spec, random.Random(seed), CTX))
+                 if c.edge == "new"]
+    assert min(positions) < len(parents) // 2
+
+
+def test_new_claims_do_not_repeat_an_idea_of_the_skill() -> None:
+    """A skill of the default size says each idea once, and never a compound beside one of its parts (so a split
+    never makes a duplicate); only a skill near the ~40 ideas' capacity repeats an idea, with other values."""
+    spec = SyntheticSpec(initial_claims_mean=12)
+    for seed in range(50):
+        claims = fresh_claims(spec, random.Random(seed), ClaimContext("h0-r", PROBLEM, "tirx"))
+        said = [(c.category, c.idea) for c in claims]
+        assert len(set(said)) == len(said)
+        assert not any((c.category, part) in said for c in claims for part in IDEAS[(c.category, c.idea)].parts)
+    repeats = born = 0
+    for chain in range(3):
+        parents = fresh_claims(SyntheticSpec(), random.Random(chain), ClaimContext("h0", PROBLEM, "tirx"))
+        for hop in range(1, 40):
+            parents = evolve(parents, SyntheticSpec(), random.Random(100 * chain + hop),
+                             ClaimContext(f"h{hop}", PROBLEM, "tirx"))
+            old = {(c.category, c.idea) for c in parents if c.edge != "new"}
+            new = [(c.category, c.idea) for c in parents if c.edge == "new"]
+            born += len(new)
+            repeats += sum(idea in old for idea in new)
+    assert born > 100 and repeats / born < 0.02, (repeats, born)
+
+
+def test_evolve_and_render_are_deterministic_given_the_rng() -> None:
     spec = SyntheticSpec()
     ctx = ClaimContext("h0-a", PROBLEM, "cutedsl")
     parents = fresh_claims(spec, random.Random(1), ctx)
     child_ctx = ClaimContext("h1-b", PROBLEM, "tirx")
     assert evolve(parents, spec, random.Random(2), child_ctx) == evolve(parents, spec, random.Random(2), child_ctx)
     assert all(c.claim_id.startswith("h1-b.") for c in evolve(parents, spec, random.Random(2), child_ctx))
+    texts = {render_skill(parents, attempt="a", tier="pass", rng=random.Random(4), layout=spec.layout)
+             for _ in range(3)}
+    assert len(texts) == 1
 
 
 # --- SKILL.md -----------------------------------------------------------------------------------------------------
 
-def test_render_parse_roundtrip_and_stripping() -> None:
-    spec = SyntheticSpec(initial_claims_mean=40)
+def _layout(text: str) -> str:
+    return text.split("layout:", 1)[1].split(" ", 1)[0]
+
+
+def test_render_parse_roundtrip_and_stripping_in_every_layout() -> None:
+    spec = SyntheticSpec(initial_claims_mean=30)
+    seen: set[str] = set()
     for family in ("attention_0", "kv_cache_1", "moe_0", "unknown_family_3"):
         claims = fresh_claims(spec, random.Random(5), ClaimContext("h0-r", f"synthetic/{family}", "tirx"))
         child = evolve(claims, spec, random.Random(6), ClaimContext("h1-r", f"synthetic/{family}", "cutedsl"))
         for batch in (claims, child):
-            text = render_skill(batch, attempt="a/b/c", tier="pass")
-            assert parse_skill(text) == batch
-            assert skill_source_tier(text) == "pass"
-            plain = strip_ground_truth(text)
-            assert "<!--" not in plain and "claim:" not in plain
-            assert [line[2:] for line in plain.splitlines() if line.startswith("- ")] == [c.text for c in batch]
+            for seed in range(12):
+                text = render_skill(batch, attempt="a/b/c", tier="pass", rng=random.Random(seed),
+                                    layout=spec.layout)
+                seen.add(_layout(text))
+                parsed = parse_skill(text)
+                assert sorted(parsed, key=lambda c: c.claim_id) == batch
+                if _layout(text) != "sections":  # sections group claims by heading; the others keep the order
+                    assert parsed == batch
+                assert skill_source_tier(text) == "pass"
+                plain = strip_ground_truth(text)
+                assert "<!--" not in plain and "-->" not in plain and "claim:" not in plain
+                assert "\n\n\n" not in plain and "  " not in plain and not plain.startswith("\n")
+                assert all(line == line.rstrip() for line in plain.splitlines())
+                assert all(c.text in plain for c in batch)
+                assert plain.startswith("# ") and plain.endswith("\n") and not plain.endswith("\n\n")
+    assert seen == set(LAYOUTS)
     assert render_skill([]) == "" and parse_skill("") == [] and parse_skill(None) == []
-    assert parse_skill("# notes\n- a bullet someone wrote by hand\n") == []
+    assert parse_skill("# notes\n- a bullet someone wrote by hand\n\nSome prose. More prose.\n") == []
     assert skill_source_tier("no header") is None
 
 
-def test_every_template_renders_in_every_modality() -> None:
-    assert set(TEMPLATES) == set(CATEGORIES)
-    slots = (("axis", "row"), ("dsl", "TIRx"), ("dtype", "bf16"), ("hw", "sm_90a"), ("n", "128"), ("op", "op"),
-             ("pct", "20"), ("x", "1.5"))
-    for cat, wordings in TEMPLATES.items():
-        assert len(wordings) >= 2, cat
-        for k in range(len(wordings)):
-            texts = {claim_text(cat, k, m, slots) for m in MODALITIES}
-            assert len(texts) == 3 and all("{" not in t and "\n" not in t and "-->" not in t for t in texts)
+def test_layouts_vary_across_seeds_and_follow_their_weights() -> None:
+    claims = fresh_claims(SyntheticSpec(initial_claims_mean=20), random.Random(0), ClaimContext("h0", PROBLEM))
+    texts = [render_skill(claims, rng=random.Random(seed), layout=SkillLayout()) for seed in range(200)]
+    counts = Counter(_layout(t) for t in texts)
+    assert set(counts) == set(LAYOUTS) and len({strip_ground_truth(t) for t in texts}) > 150
+    probs = SkillLayout().probabilities()
+    assert all(abs(counts[name] / 200 - p) < 0.1 for name, p in probs.items()), counts
+    only_prose = SkillLayout(bullets=0, numbered=0, prose=1, sections=0, mixed=0, boilerplate_mean=4)
+    for seed in range(20):
+        plain = strip_ground_truth(render_skill(claims, rng=random.Random(seed), layout=only_prose))
+        body = plain.split("\n\n", 1)[1]
+        assert not any(line.startswith(("- ", "1. ", "## ")) for line in body.splitlines())
+        paragraphs = body.strip().split("\n\n")
+        assert len(paragraphs) < len(claims)  # several claims per paragraph
+    sectioned = strip_ground_truth(render_skill(claims, rng=random.Random(1),
+                                                layout=SkillLayout(bullets=0, numbered=0, prose=0, mixed=0)))
+    assert sectioned.count("\n## ") >= 3
+    # Boilerplate sentences are text without ground truth.
+    text = render_skill(claims, rng=random.Random(2), layout=only_prose)
+    assert len(parse_skill(text)) == len(claims)
+
+
+def test_parse_rejects_a_comment_whose_text_does_not_follow() -> None:
+    text = render_skill([make_claim("h0-a.00", "open_question", "tile_width")])
+    with pytest.raises(ValueError, match="ground-truth text"):
+        parse_skill(text.replace("tiles 128 wide", "tiles 64 wide"))
+
+
+def test_every_idea_has_phrasings_in_every_modality_with_resolved_slots() -> None:
+    assert set(WORDINGS) == set(CATEGORIES)
+    for cat, ideas in WORDINGS.items():
+        simple = [i for i in ideas if not i.parts]
+        assert len(simple) >= 3, cat
+        assert len({i.key for i in ideas}) == len(ideas), cat
+        for idea in ideas:
+            info = IDEAS[(cat, idea.key)]
+            assert len(idea.phrasings) >= 2, (cat, idea.key)
+            assert all(len(p) == 3 for p in idea.phrasings), (cat, idea.key)  # a missing comma joins two forms
+            texts = set()
+            for variant in range(len(idea.phrasings)):
+                forms = [claim_text(cat, idea.key, variant, m, tuple((n, VALUES[n]) for n in info.slots))
+                         for m in MODALITIES]
+                assert len(set(forms)) == 3, (cat, idea.key, variant)
+                for form, raw in zip(forms, idea.phrasings[variant]):
+                    # every form uses exactly the idea's slots, so re-rendering never loses or invents a value
+                    assert {f for f in info.slots if "{" + f + "}" in raw} == set(info.slots)
+                    assert "{" not in form and "\n" not in form and "-->" not in form and "  " not in form
+                    assert form[0].isupper() and form.endswith((".", "?")), form
+                texts.update(forms)
+            assert len(texts) == 3 * len(idea.phrasings)
+            if idea.parts:
+                assert all(not IDEAS[(cat, part)].parts for part in idea.parts) and len(idea.parts) == 2
+                assert set(info.slots) == {s for part in idea.parts for s in IDEAS[(cat, part)].slots}
+
+
+def _words(text: str) -> set[str]:
+    stop = {"a", "an", "the", "of", "in", "on", "to", "and", "or", "is", "are", "be", "it", "its", "at", "for", "by",
+            "with", "from", "that", "this", "as", "than", "so", "not", "no"}
+    return {w for w in "".join(ch if ch.isalnum() else " " for ch in text.lower()).split() if w not in stop}
+
+
+def test_ideas_of_a_category_are_not_confusable() -> None:
+    """Two simple ideas of one category share few words in any of their phrasings (a crude check that they are
+    different assertions); a compound shares words with its parts by design and is left out."""
+    for cat, ideas in WORDINGS.items():
+        simple = [i for i in ideas if not i.parts]
+        for a in simple:
+            for b in simple:
+                if a.key >= b.key:
+                    continue
+                for pa in a.phrasings:
+                    for pb in b.phrasings:
+                        wa, wb = _words(pa[1]), _words(pb[1])
+                        assert len(wa & wb) / len(wa | wb) < 0.4, (cat, a.key, b.key)
 
 
 # --- the spec -----------------------------------------------------------------------------------------------------
@@ -264,10 +529,16 @@ def test_spec_validation_errors_name_the_field() -> None:
         ({"bogus": 1}, "bogus"),
         ({"evolution": {"drop_rate": 1.5}}, "drop_rate"),
         ({"evolution": {"drop_rate": 0.5, "mutate_rate": 0.4, "strengthen_rate": 0.2}}, "drop_rate + mutate_rate"),
+        ({"evolution": {"split_rate": 0.5, "mutate_rate": 0.6}}, "split_rate"),
+        ({"evolution": {"merge_rate": 1.5}}, "merge_rate"),
         ({"evolution": {"copy_rate": 0.5}}, "copy_rate"),
         ({"tiers": {"tirx_solo": {"fail": 0.5, "pass": 0.4, "pass2x": 0.4}}}, "fail + pass + pass2x"),
         ({"tiers": {"tirx_solo": {"fail": 0.5, "pass": 0.5}}}, "pass2x"),
         ({"category_weights": {"open_question": -1}}, "open_question"),
+        ({"category_weights": {"made_up_category": 0.2}}, "category_weights: 'made_up_category'"),
+        ({"category_weights": {c: 0 for c in CATEGORIES}}, "category_weights"),
+        ({"taxonomy": "no-such-taxonomy"}, "taxonomy"),
+        ({"layout": {"prose": -1}}, "prose"),
         ({"attempt_wall_s_median": 0}, "attempt_wall_s_median"),
         ({"llm_error_prob": 2}, "llm_error_prob"),
     ]
@@ -277,13 +548,38 @@ def test_spec_validation_errors_name_the_field() -> None:
         assert needle in str(err.value), (data, str(err.value))
 
 
+def test_category_weights_come_from_the_taxonomy(tmp_path: Path) -> None:
+    spec = SyntheticSpec.model_validate({"category_weights": {"unsupported_closure": 0.3}})
+    default = SyntheticSpec().category_weights
+    assert tuple(spec.category_weights.root) == CATEGORIES
+    assert spec.category_weights["unsupported_closure"] == 0.3
+    assert all(spec.category_weights[c] == default[c] for c in CATEGORIES if c != "unsupported_closure")
+    # A taxonomy of one's own: a category without wordings needs weight 0.
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nversion: 1\nclosure_category: unsupported_closure\ncategories:\n" + "".join(
+        f"  - name: {name}\n    definition: a category for this test only\n    examples: [one, two]\n"
+        for name in ("unsupported_closure", "open_question", "brand_new")))
+    with pytest.raises(ValidationError, match="brand_new.*no wordings"):
+        SyntheticSpec.model_validate({"taxonomy": str(path)})
+    mine = SyntheticSpec.model_validate({"taxonomy": str(path), "category_weights": {"brand_new": 0}})
+    assert tuple(mine.category_weights.root) == ("unsupported_closure", "open_question", "brand_new")
+    claims = fresh_claims(mine.model_copy(update={"initial_claims_mean": 40}), random.Random(0),
+                          ClaimContext("h0", PROBLEM))
+    assert {c.category for c in claims} == {"unsupported_closure", "open_question"}
+
+
 def test_spec_roundtrips_through_its_yaml_shape() -> None:
     spec = SyntheticSpec.model_validate({"seed": 4, "tiers": {"tirx_skill": {"fail": 0.7, "pass": 0.2,
-                                                                               "pass2x": 0.1}}})
+                                                                               "pass2x": 0.1}},
+                                         "category_weights": {"open_question": 0.5}})
     assert spec.tiers.tirx_skill.pass_ == 0.2 and spec.tiers.tirx_solo == SyntheticSpec().tiers.tirx_solo
     dumped = spec.model_dump()
     assert dumped["tiers"]["tirx_skill"] == {"fail": 0.7, "pass": 0.2, "pass2x": 0.1}
+    assert dumped["category_weights"]["open_question"] == 0.5 and len(dumped["category_weights"]) == 11
     assert SyntheticSpec.model_validate(dumped) == spec
+    assert SyntheticSpec.model_validate_json(spec.model_dump_json()) == spec and hash(spec) == hash(
+        SyntheticSpec.model_validate(dumped))
     ev = SyntheticSpec().evolution
-    assert ev.copy_rate == pytest.approx(1 - ev.drop_rate - ev.mutate_rate - ev.strengthen_rate - ev.weaken_rate)
+    assert ev.copy_rate == pytest.approx(1 - ev.drop_rate - ev.mutate_rate - ev.strengthen_rate - ev.weaken_rate
+                                         - ev.split_rate)
     assert TierProbs(fail=1, pass_=0, pass2x=0).fail == 1

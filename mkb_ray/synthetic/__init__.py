@@ -2,12 +2,13 @@
 
 `synthetic_outcome(trial, source_skill, spec)` hands the scheduler a TrialOutcome as a real attempt would, in tens
 of microseconds; its SKILL.md carries ground-truth claim lineage (`parse_skill`) so lineage metrics can be checked
-against known copy/mutate/drop/strengthen rates (`SyntheticSpec.evolution`).
+against known copy/paraphrase/drop/strengthen/weaken/merge/split rates (`SyntheticSpec.evolution`).
 """
 from __future__ import annotations
 
 from .attempt import synthetic_outcome, tier_probabilities
-from .claims import ClaimContext, SyntheticClaim, evolve, fresh_claims, parse_skill, render_skill, strip_ground_truth
+from .claims import ClaimContext, SyntheticClaim, evolve, fresh_claims
+from .skill_md import parse_skill, render_skill, strip_ground_truth
 from .spec import SyntheticSpec
 
 __all__ = ["SyntheticSpec", "synthetic_outcome", "render_skill", "parse_skill", "evolve", "fresh_claims",

@@ -1,16 +1,13 @@
-"""Synthetic SKILL.md claims: templates per taxonomy category and modality, rendering, parsing and evolution.
+"""Synthetic claims: what one claim is, how its text is made from the wordings, and how claims evolve hop to hop.
 
-A synthetic SKILL.md is a flat markdown list, one claim per bullet. Above each bullet sits a ground-truth comment
+A claim is an *idea* of its category (wordings.py), said in one *phrasing* (`variant`) and one modality, with its
+slots filled from the problem when the claim is born. Evolution (`evolve`, rates and convention in
+spec.EvolutionRates): a copy keeps the text verbatim; a paraphrase switches to another phrasing of the same idea,
+same modality and slot values; a strengthen/weaken re-renders the same phrasing one modality step stronger/weaker;
+a split turns a compound idea into its two parts; a merge turns the two parts, both present, into their compound.
+Survivors do not keep their parent's order. Everything is deterministic given the `random.Random` passed in.
 
-    <!-- claim:<id> parent:<id|-> cat:<category> mod:<modality> edge:<edge> var:<k> slots:<k=v;...> -->
-
-so lineage metrics computed from the text can be checked against the truth. `strip_ground_truth()` removes every
-comment: feed that to an annotator or lineage matcher under test, never the file with its answers.
-
-Claim texts are templates (written for this module) with slots filled from the problem's family when the claim is
-born; a paraphrase switches to the other wording of the same category, a strengthen/weaken re-renders the same
-wording one modality step stronger/weaker, a copy keeps the text verbatim. Everything is deterministic given the
-`random.Random` passed in.
+How claims are written into a SKILL.md, with their ground truth, and read back: skill_md.py.
 """
 from __future__ import annotations
 
@@ -21,163 +18,81 @@ import random
 import re
 import string
 from dataclasses import dataclass
-from typing import Literal, Optional, TypeVar
-from urllib.parse import quote, unquote
+from typing import Literal, NamedTuple, Optional, TypeVar
 
-from .spec import CATEGORIES, MODALITIES, Category, CategoryWeights, Modality, ModalityWeights, SyntheticSpec
+from .spec import MODALITIES, Category, CategoryWeights, Modality, ModalityWeights, SkillLayout, SyntheticSpec
+from .wordings import WORDINGS
 
 _T = TypeVar("_T")
-Edge = Literal["copied", "paraphrased", "strengthened", "weakened", "new"]
-EDGES: tuple[Edge, ...] = ("copied", "paraphrased", "strengthened", "weakened", "new")
+Edge = Literal["copied", "paraphrased", "strengthened", "weakened", "merged", "split", "new"]
+EDGES: tuple[Edge, ...] = ("copied", "paraphrased", "strengthened", "weakened", "merged", "split", "new")
+Slots = tuple[tuple[str, str], ...]
 
-# (category) -> wordings; each wording is (hedged, plain, absolute). Slots: op, dtype, axis, dsl, hw, n, x, pct.
-TEMPLATES: dict[Category, tuple[tuple[str, str, str], ...]] = {
-    "workload_census": (
-        ("{op} seems to be memory-bound at the benchmark shapes: it probably moves far more {dtype} bytes than it "
-         "does arithmetic.",
-         "{op} is memory-bound at the benchmark shapes: it moves far more {dtype} bytes than it does arithmetic.",
-         "{op} is memory-bound at every shape: only the {dtype} bytes moved matter, never the arithmetic."),
-        ("Most of the work in {op} appears to lie along the {axis}, which is likely about {n} elements long here.",
-         "Most of the work in {op} lies along the {axis}, which is {n} elements long at the benchmark shapes.",
-         "All of the work in {op} lies along the {axis}; its {n}-element length is the only size that matters."),
-    ),
-    "hardware_mapping": (
-        ("Giving each CTA one slice of the {axis} may map {op} well onto the {hw} SMs.",
-         "Give each CTA one slice of the {axis}: that keeps every {hw} SM busy for {op}.",
-         "One CTA per slice of the {axis} is the only mapping of {op} that works on {hw}."),
-        ("Blocks of {n} threads might be a reasonable fit for {op} on {hw}.",
-         "Use {n} threads per block for {op} on {hw}; smaller blocks left bandwidth unused.",
-         "{n} threads per block is always optimal for {op} on {hw}; never use another size."),
-    ),
-    "performance_evidence": (
-        ("Vectorised {dtype} loads seemed to give roughly {x}x over eager in one timed submission.",
-         "Vectorised {dtype} loads measured {x}x over eager in a timed submission.",
-         "Vectorised {dtype} loads always give at least {x}x over eager."),
-        ("Fusing the epilogue into the main loop may have cut kernel time by about {pct}% in the timed run.",
-         "Fusing the epilogue into the main loop cut kernel time by {pct}% in the timed run.",
-         "Fusing the epilogue into the main loop always cuts kernel time by {pct}% or more."),
-    ),
-    "verified_reformulation": (
-        ("Computing {op} in one pass with a running accumulator appeared to pass correctness in {dtype}.",
-         "A one-pass form of {op} with a running accumulator passed correctness in {dtype}.",
-         "The one-pass form of {op} with a running accumulator is exact in every dtype."),
-        ("Accumulating in fp32 and casting to {dtype} once at the end seemed to keep {op} within tolerance.",
-         "Accumulating in fp32 and casting to {dtype} once at the end kept {op} within tolerance.",
-         "Accumulating in fp32 and casting to {dtype} at the end always keeps {op} within tolerance."),
-    ),
-    "unverified_reformulation": (
-        ("Splitting {op} along the {axis} and combining partial results afterwards might also be correct "
-         "(not tested).",
-         "{op} can be split along the {axis} with the partial results combined afterwards.",
-         "{op} can always be split along the {axis} and recombined with no loss of accuracy."),
-        ("The reduction in {op} could perhaps be reordered into a tree without hurting accuracy.",
-         "The reduction in {op} can be reordered into a tree without hurting accuracy.",
-         "Any reordering of the reduction in {op} is safe; accuracy never suffers."),
-    ),
-    "bounded_failure_diagnosis": (
-        ("A wrong-result verdict was probably caused by reading past the end of the {axis} when its length is not "
-         "a multiple of {n}.",
-         "A wrong-result verdict came from reading past the end of the {axis} when its length is not a multiple "
-         "of {n}.",
-         "Wrong results in {op} always come from reading past the end of the {axis}."),
-        ("The compile error seemed to come from mixing {dtype} and fp32 operands in one {dsl} expression.",
-         "The compile error came from mixing {dtype} and fp32 operands in one {dsl} expression.",
-         "{dsl} never accepts {dtype} and fp32 operands in one expression."),
-    ),
-    "verification_recipe": (
-        ("It may help to check {op} against the reference on a shape whose {axis} is not a multiple of {n} "
-         "before timing.",
-         "Before timing, check {op} against the reference on a shape whose {axis} is not a multiple of {n}.",
-         "Always check {op} against the reference on a ragged {axis} first; a kernel that skipped this is wrong."),
-        ("Comparing the {dtype} output with an fp64 run of the reference might expose rounding bugs early.",
-         "Compare the {dtype} output with an fp64 run of the reference to catch rounding bugs.",
-         "Every {dtype} output must be compared with an fp64 reference run; nothing else catches rounding bugs."),
-    ),
-    "unsupported_closure": (
-        ("There is probably little left to gain on {op} beyond what eager PyTorch already does.",
-         "There is nothing left to gain on {op} beyond eager PyTorch.",
-         "{op} cannot be made faster than eager PyTorch; do not spend time trying."),
-        ("Tensor-core paths seem not to be worth it for {op} in {dsl}.",
-         "Tensor-core paths are not worth it for {op} in {dsl}.",
-         "Tensor cores are useless for {op} in {dsl}; never try them."),
-    ),
-    "unsupported_claim": (
-        ("Shared-memory staging perhaps does not matter for {op} on {hw}.",
-         "Shared-memory staging does not matter for {op} on {hw}.",
-         "Shared-memory staging never matters for anything on {hw}."),
-        ("{dtype} inputs might be about {x}x faster to process than fp32 here.",
-         "{dtype} inputs are about {x}x faster to process than fp32.",
-         "{dtype} inputs are always {x}x faster to process than fp32."),
-    ),
-    "dsl_specific_detail": (
-        ("In {dsl}, launch parameters may need to be compile-time constants for the kernel to build.",
-         "In {dsl}, launch parameters must be compile-time constants for the kernel to build.",
-         "{dsl} rejects every launch parameter that is not a compile-time constant."),
-        ("{dsl} seemed to want the {dtype} buffers contiguous along the {axis}.",
-         "{dsl} needs the {dtype} buffers contiguous along the {axis}.",
-         "{dsl} fails on any {dtype} buffer that is not contiguous along the {axis}."),
-    ),
-    "open_question": (
-        ("It is unclear whether {op} would gain from keeping partial sums in registers across the {axis}.",
-         "Open: does {op} gain from keeping partial sums in registers across the {axis}?",
-         "The next attempt must settle whether register-resident partial sums across the {axis} speed up {op}; "
-         "nothing else matters as much."),
-        ("Maybe worth testing: whether {n}-wide tiles beat the current tiling for {op}.",
-         "Untested: whether {n}-wide tiles beat the current tiling for {op}.",
-         "{n}-wide tiles must be tried for {op} before anything else."),
-    ),
-}
 
-# The slots each wording uses (any modality), so a claim stores exactly what re-rendering it needs.
-_SLOTS: dict[tuple[Category, int], tuple[str, ...]] = {
-    (cat, k): tuple(sorted({f for form in forms for _, f, _, _ in string.Formatter().parse(form) if f}))
-    for cat, wordings in TEMPLATES.items() for k, forms in enumerate(wordings)}
+class IdeaInfo(NamedTuple):
+    """An idea of wordings.py with what the generator needs: its slot names (sorted) and, for a compound, parts."""
+
+    category: Category
+    key: str
+    slots: tuple[str, ...]
+    phrasings: tuple[tuple[str, str, str], ...]
+    parts: tuple[str, ...]
+
+
+def _slot_names(form: str) -> set[str]:
+    return {f for _, f, _, _ in string.Formatter().parse(form) if f}
+
+
+IDEAS: dict[tuple[Category, str], IdeaInfo] = {
+    (cat, idea.key): IdeaInfo(cat, idea.key, tuple(sorted(_slot_names(idea.phrasings[0][1]))), idea.phrasings,
+                              idea.parts)
+    for cat, ideas in WORDINGS.items() for idea in ideas}
+# Per category, the keys of its ideas (simple and compound): a new claim draws one uniformly.
+_CATEGORY_IDEAS: dict[Category, tuple[str, ...]] = {cat: tuple(i.key for i in ideas) for cat, ideas in WORDINGS.items()}
+_COMPOUNDS: tuple[IdeaInfo, ...] = tuple(info for info in IDEAS.values() if info.parts)
 _MOD_INDEX: dict[str, int] = {m: i for i, m in enumerate(MODALITIES)}
 
-# Slot vocabulary per problem family: (ops, dtypes, axes). Ops are indexed by the problem's number.
+# Slot vocabulary per problem family: (ops, dtypes, axes). Ops are indexed by the problem's number. The dtypes are
+# the low-precision ones only: several wordings contrast {dtype} with fp32.
 _FAMILY_VOCAB: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "attention": (("GQA paged decode", "attention-state merge"), ("bf16", "fp16"),
-                  ("KV sequence", "head dimension", "page table")),
+                  ("KV sequence", "head dimension", "page dimension")),
     "kv_cache": (("FP8 KV-cache append", "RoPE with paged cache write"), ("fp8 e4m3", "bf16"),
-                 ("block table", "token dimension", "head dimension")),
-    "mlp_norm": (("fused add + RMSNorm", "SiLU-and-mul"), ("bf16", "fp32"), ("hidden dimension", "row dimension")),
-    "moe": (("top-k softmax routing", "unpermute and weighted combine"), ("fp32", "bf16"),
+                 ("block dimension", "token dimension", "head dimension")),
+    "mlp_norm": (("fused add + RMSNorm", "SiLU-and-mul"), ("bf16", "fp16"), ("hidden dimension", "row dimension")),
+    "moe": (("top-k softmax routing", "unpermute and weighted combine"), ("bf16", "fp16"),
             ("expert dimension", "token dimension")),
     "quantization": (("per-token FP8 quantisation", "per-group FP8 quantisation"), ("fp8 e4m3", "bf16"),
                      ("group dimension", "row dimension")),
-    "linear_attention": (("gated delta-rule decode", "causal conv1d update"), ("fp32", "bf16"),
+    "linear_attention": (("gated delta-rule decode", "causal conv1d update"), ("bf16", "fp16"),
                          ("state dimension", "channel dimension")),
 }
-_DEFAULT_VOCAB = (("the fused operator",), ("bf16", "fp32"), ("innermost dimension",))
+_DEFAULT_VOCAB = (("the fused operator",), ("bf16", "fp16"), ("innermost dimension",))
 _DSL_NAMES = {"cutedsl": "CuTe DSL", "tirx": "TIRx"}
 _HW_NAMES = {"gpu": "sm_90a", "cpu": "x86 CPU"}
-_NS = ("32", "64", "128", "256", "512")
-_XS = ("1.3", "1.5", "1.8", "2.4", "3.1")
-_PCTS = ("10", "15", "20", "30", "40")
-
-# A ground-truth comment line and the bullet right below it.
-_CLAIM = re.compile(r"^<!-- claim:(\S+) parent:(\S+) cat:(\S+) mod:(\S+) edge:(\S+) var:(\d+) slots:(\S*) -->\n"
-                    r"- ([^\n]*)$", re.MULTILINE)
-_HEADER = re.compile(r"^<!-- synthetic-skill attempt:(\S+) tier:(\S+) -->$", re.MULTILINE)
-_ANY_COMMENT = re.compile(r"[ \t]*<!--.*?-->[ \t]*\n?", re.DOTALL)
+_POOLS = {"n": ("32", "64", "128", "256", "512"), "x": ("1.3", "1.5", "1.8", "2.4", "3.1"),
+          "pct": ("10", "15", "20", "30", "40")}
+_NEW_CLAIM_TRIES = 16  # draws of a new claim's idea while it repeats one the skill already says
 
 
 @dataclass(frozen=True, slots=True)
 class SyntheticClaim:
     """One claim of a synthetic SKILL.md, with its ground truth.
 
-    `parent_id` is the claim at hop k-1 it derives from (None for a new claim); `edge` says how; `variant` is the
-    wording (index into TEMPLATES[category]); `slots` are the filled-in values, as sorted (name, value) pairs.
+    `parent_ids` are the claims at hop k-1 it derives from (empty for a new claim, two for a merge); `edge` says
+    how; `idea` is the key of its idea in wordings.WORDINGS[category], `variant` the phrasing (an index into that
+    idea's phrasings); `slots` are the filled-in values, as (name, value) pairs sorted by name.
     """
 
     claim_id: str
-    parent_id: Optional[str]
+    parent_ids: tuple[str, ...]
     category: Category
     modality: Modality
+    idea: str
+    variant: int
+    slots: Slots
     text: str
     edge: Edge = "new"
-    variant: int = 0
-    slots: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,9 +105,10 @@ class ClaimContext:
     target: str = "gpu"
 
 
-def claim_text(category: Category, variant: int, modality: Modality, slots: tuple[tuple[str, str], ...]) -> str:
-    """The text of a claim: its wording in `modality` with `slots` filled in."""
-    return TEMPLATES[category][variant][_MOD_INDEX[modality]].format(**dict(slots))
+@functools.lru_cache(maxsize=65536)
+def claim_text(category: Category, idea: str, variant: int, modality: Modality, slots: Slots) -> str:
+    """The text of a claim: phrasing `variant` of `idea` in `modality`, with `slots` filled in."""
+    return IDEAS[(category, idea)].phrasings[variant][_MOD_INDEX[modality]].format(**dict(slots))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -210,24 +126,20 @@ def problem_vocab(problem_id: str) -> tuple[str, tuple[str, ...], tuple[str, ...
 
 
 @functools.lru_cache(maxsize=4096)
-def _context_vocab(context: ClaimContext) -> tuple[dict[str, str], tuple[str, ...], tuple[str, ...]]:
-    """(fixed slot values, dtypes, axes) of a context; cached, as every claim of an attempt shares them."""
+def _context_pools(context: ClaimContext) -> dict[str, tuple[str, ...]]:
+    """The values each slot may take in a context; cached, as every claim of an attempt shares them."""
     op, dtypes, axes = problem_vocab(context.problem_id)
-    fixed = {"op": op, "dsl": _DSL_NAMES.get(context.dsl, context.dsl), "hw": _HW_NAMES.get(context.target, "GPU")}
-    return fixed, dtypes, axes
+    return {"op": (op,), "dsl": (_DSL_NAMES.get(context.dsl, context.dsl),), "hw": (_HW_NAMES.get(context.target,
+                                                                                                     "GPU"),),
+            "dtype": dtypes, "axis": axes, **_POOLS}
 
 
-def _draw_slots(category: Category, variant: int, rng: random.Random, context: ClaimContext
-                ) -> tuple[tuple[str, str], ...]:
-    fixed, dtypes, axes = _context_vocab(context)
+def _draw_slots(names: tuple[str, ...], rng: random.Random, context: ClaimContext) -> Slots:
+    pools = _context_pools(context)
     out = []
-    for name in _SLOTS[(category, variant)]:
-        value = fixed.get(name)
-        if value is None:
-            pool = (dtypes if name == "dtype" else axes if name == "axis" else _NS if name == "n"
-                    else _XS if name == "x" else _PCTS)
-            value = pool[int(rng.random() * len(pool))]
-        out.append((name, value))
+    for name in names:
+        pool = pools[name]
+        out.append((name, pool[0] if len(pool) == 1 else pool[int(rng.random() * len(pool))]))
     return tuple(out)
 
 
@@ -243,137 +155,201 @@ def poisson(rng: random.Random, mean: float) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _cum_weights(weights: CategoryWeights | ModalityWeights) -> tuple[float, ...]:
+def cum_weights(weights: CategoryWeights | ModalityWeights | SkillLayout) -> tuple[tuple, tuple[float, ...]]:
+    """(items, cumulative weights) of a weights model, for `pick`."""
     total, out = 0.0, []
-    for w in weights.probabilities().values():
+    probs = weights.probabilities()
+    for w in probs.values():
         total += w
         out.append(total)
-    return tuple(out)
+    return tuple(probs), tuple(out)
 
 
-def _pick(rng: random.Random, items: tuple[_T, ...], cum: tuple[float, ...]) -> _T:
+def pick(rng: random.Random, items: tuple[_T, ...], cum: tuple[float, ...]) -> _T:
     """One of `items`, drawn with cumulative weights `cum` (zero-weight items are never drawn)."""
     return items[min(bisect.bisect_right(cum, rng.random() * cum[-1]), len(items) - 1)]
 
 
-def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, claim_id: str) -> SyntheticClaim:
-    """A claim born at this hop: category and modality drawn from the spec's weights, slots from the problem."""
-    category: Category = _pick(rng, CATEGORIES, _cum_weights(spec.category_weights))
-    modality: Modality = _pick(rng, MODALITIES, _cum_weights(spec.modality_weights))
-    variant = int(rng.random() * len(TEMPLATES[category]))
-    slots = _draw_slots(category, variant, rng, context)
-    return SyntheticClaim(claim_id, None, category, modality, claim_text(category, variant, modality, slots),
-                          "new", variant, slots)
+def _cover(taken: set[tuple[Category, str]], category: Category, idea: str) -> None:
+    """Mark an idea, and the parts of a compound, as said in the skill."""
+    taken.add((category, idea))
+    for part in IDEAS[(category, idea)].parts:
+        taken.add((category, part))
+
+
+def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, claim_id: str,
+              taken: Optional[set[tuple[Category, str]]] = None) -> SyntheticClaim:
+    """A claim born at this hop: category and modality drawn from the spec's weights, an idea of the category and a
+    phrasing uniformly, slots from the problem. With `taken` (the ideas a skill already says, see `_cover`), the
+    draw is repeated (a few times at most) while its idea, or a part of it, is already said, so a skill does not
+    state one idea twice with different values; the new idea is then added to `taken`."""
+    categories, cum_c = cum_weights(spec.category_weights)
+    modalities, cum_m = cum_weights(spec.modality_weights)
+    for _ in range(_NEW_CLAIM_TRIES):
+        category: Category = pick(rng, categories, cum_c)
+        ideas = _CATEGORY_IDEAS[category]
+        info = IDEAS[(category, ideas[int(rng.random() * len(ideas))])]
+        if taken is None or ((category, info.key) not in taken
+                             and not any((category, part) in taken for part in info.parts)):
+            break
+    slots = _draw_slots(info.slots, rng, context)
+    modality: Modality = pick(rng, modalities, cum_m)
+    variant = int(rng.random() * len(info.phrasings))
+    if taken is not None:
+        _cover(taken, category, info.key)
+    return SyntheticClaim(claim_id, (), category, modality, info.key, variant, slots,
+                          claim_text(category, info.key, variant, modality, slots), "new")
 
 
 def fresh_claims(spec: SyntheticSpec, rng: random.Random, context: ClaimContext) -> list[SyntheticClaim]:
     """The claims of a SKILL.md written without a source (hop 0, solo arms): Poisson(initial_claims_mean), >= 1."""
     count = max(1, poisson(rng, spec.initial_claims_mean))
-    return [new_claim(spec, rng, context, f"{context.id_prefix}.{k:02d}") for k in range(count)]
+    taken: set[tuple[Category, str]] = set()
+    return [new_claim(spec, rng, context, f"{context.id_prefix}.{k:02d}", taken) for k in range(count)]
+
+
+class _Child(NamedTuple):
+    """A claim of hop k before it has an id (ids follow the final order)."""
+
+    parent_ids: tuple[str, ...]
+    category: Category
+    modality: Modality
+    idea: str
+    variant: int
+    slots: Slots
+    text: str
+    edge: Edge
+
+
+class MergeablePair(NamedTuple):
+    """Two parent claims (indices, document order) that are the parts of `compound` and agree on shared slots."""
+
+    first: int
+    second: int
+    compound: IdeaInfo
+    slots: Slots
+
+
+def mergeable_pairs(claims: list[SyntheticClaim]) -> list[MergeablePair]:
+    """The mergeable pairs of a skill's claims (see spec.EvolutionRates): for each compound idea, each claim of its
+    first part matched, in document order, with the first unmatched claim of its second part whose shared slot
+    values agree; a pair whose compound already stands in the skill with the same values is left out."""
+    by_idea: dict[tuple[Category, str], list[int]] = {}
+    for k, c in enumerate(claims):
+        by_idea.setdefault((c.category, c.idea), []).append(k)
+    pairs: list[MergeablePair] = []
+    used: set[int] = set()
+    for info in _COMPOUNDS:
+        firsts = by_idea.get((info.category, info.parts[0]))
+        seconds = by_idea.get((info.category, info.parts[1]))
+        if not firsts or not seconds:
+            continue
+        existing = {claims[k].slots for k in by_idea.get((info.category, info.key), ())}
+        for i in firsts:
+            if i in used:
+                continue
+            a = dict(claims[i].slots)
+            for j in seconds:
+                if j in used:
+                    continue
+                b = claims[j].slots
+                if any(a.get(name, value) != value for name, value in b):
+                    continue
+                slots = tuple(sorted({**a, **dict(b)}.items()))
+                if slots in existing:
+                    continue
+                used.update((i, j))
+                pairs.append(MergeablePair(min(i, j), max(i, j), info, slots))
+                break
+    pairs.sort()
+    return pairs
 
 
 def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random.Random,
            context: ClaimContext) -> list[SyntheticClaim]:
-    """Hop k's claims from hop k-1's: each parent is dropped, paraphrased, strengthened, weakened or copied with
-    the spec's rates (see EvolutionRates for the convention), then Poisson(new_claims_per_hop) new claims follow.
-    Survivors keep their parent's order; every claim gets a fresh id under `context.id_prefix`."""
+    """Hop k's claims from hop k-1's (see spec.EvolutionRates for the convention): mergeable pairs merge, then each
+    other parent is dropped, paraphrased, strengthened, weakened, split or copied; Poisson(new_claims_per_hop) new
+    claims are put at random places and survivors move with reorder_prob. Claim ids `<context.id_prefix>.<k>` follow
+    the returned order."""
     ev = spec.evolution
     t_drop = ev.drop_rate
     t_mutate = t_drop + ev.mutate_rate
     t_strong = t_mutate + ev.strengthen_rate
     t_weak = t_strong + ev.weaken_rate
-    out: list[SyntheticClaim] = []
-    for parent in parent_claims:
+    t_split = t_weak + ev.split_rate
+    merged_at: dict[int, _Child] = {}
+    consumed: set[int] = set()
+    if ev.merge_rate > 0:
+        for pair in mergeable_pairs(parent_claims):
+            if rng.random() < ev.merge_rate:
+                merged_at[pair.first] = _merged(parent_claims[pair.first], parent_claims[pair.second], pair, rng)
+                consumed.add(pair.second)
+    out: list[_Child] = []
+    for k, parent in enumerate(parent_claims):
+        if k in merged_at:
+            out.append(merged_at[k])
+            continue
+        if k in consumed:
+            continue
         r = rng.random()
         if r < t_drop:
             continue
-        claim_id = f"{context.id_prefix}.{len(out):02d}"
-        mod_index = _MOD_INDEX[parent.modality]
+        cat, idea, mod, slots, pid = parent.category, parent.idea, parent.modality, parent.slots, (parent.claim_id,)
         if r < t_mutate:
-            others = [k for k in range(len(TEMPLATES[parent.category])) if k != parent.variant]
-            variant = rng.choice(others) if others else parent.variant
-            # The new wording may use slots the old one did not: keep shared values, draw the missing ones.
-            slots = _merge_slots(parent, variant, rng, context)
-            out.append(SyntheticClaim(claim_id, parent.claim_id, parent.category, parent.modality,
-                                      claim_text(parent.category, variant, parent.modality, slots),
-                                      "paraphrased", variant, slots))
+            n_phrasings = len(IDEAS[(cat, idea)].phrasings)
+            variant = (parent.variant + 1 + int(rng.random() * (n_phrasings - 1))) % n_phrasings
+            out.append(_Child(pid, cat, mod, idea, variant, slots, claim_text(cat, idea, variant, mod, slots),
+                              "paraphrased"))
             continue
+        mod_index = _MOD_INDEX[mod]
         if r < t_strong and mod_index < len(MODALITIES) - 1:
-            edge: Edge = "strengthened"
-            modality = MODALITIES[mod_index + 1]
+            modality, edge = MODALITIES[mod_index + 1], "strengthened"
         elif t_strong <= r < t_weak and mod_index > 0:
-            edge, modality = "weakened", MODALITIES[mod_index - 1]
-        else:
-            out.append(SyntheticClaim(claim_id, parent.claim_id, parent.category, parent.modality, parent.text,
-                                      "copied", parent.variant, parent.slots))
+            modality, edge = MODALITIES[mod_index - 1], "weakened"
+        elif t_weak <= r < t_split and IDEAS[(cat, idea)].parts:
+            out.extend(_split(parent, rng))
             continue
-        out.append(SyntheticClaim(claim_id, parent.claim_id, parent.category, modality,
-                                  claim_text(parent.category, parent.variant, modality, parent.slots),
-                                  edge, parent.variant, parent.slots))
-    for _ in range(poisson(rng, ev.new_claims_per_hop)):
-        out.append(new_claim(spec, rng, context, f"{context.id_prefix}.{len(out):02d}"))
-    return out
+        else:
+            out.append(_Child(pid, cat, mod, idea, parent.variant, slots, parent.text, "copied"))
+            continue
+        out.append(_Child(pid, cat, modality, idea, parent.variant, slots,
+                          claim_text(cat, idea, parent.variant, modality, slots), edge))  # type: ignore[arg-type]
+
+    # Reordering: movers (survivors with reorder_prob, and every new claim) go to uniformly random places.
+    stay, movers = out, []
+    if ev.reorder_prob > 0:
+        stay = []
+        for c in out:
+            (movers if rng.random() < ev.reorder_prob else stay).append(c)
+    n_new = poisson(rng, ev.new_claims_per_hop)
+    if n_new:
+        taken: set[tuple[Category, str]] = set()
+        for c in out:
+            _cover(taken, c.category, c.idea)
+        for _ in range(n_new):
+            c = new_claim(spec, rng, context, "", taken)
+            movers.append(_Child((), c.category, c.modality, c.idea, c.variant, c.slots, c.text, "new"))
+    for c in movers:
+        stay.insert(int(rng.random() * (len(stay) + 1)), c)
+    prefix = context.id_prefix
+    return [SyntheticClaim(f"{prefix}.{k:02d}", *c) for k, c in enumerate(stay)]
 
 
-def _merge_slots(parent: SyntheticClaim, variant: int, rng: random.Random, context: ClaimContext
-                 ) -> tuple[tuple[str, str], ...]:
+def _merged(a: SyntheticClaim, b: SyntheticClaim, pair: MergeablePair, rng: random.Random) -> _Child:
+    info = pair.compound
+    modality = MODALITIES[min(_MOD_INDEX[a.modality], _MOD_INDEX[b.modality])]
+    variant = int(rng.random() * len(info.phrasings))
+    return _Child((a.claim_id, b.claim_id), info.category, modality, info.key, variant, pair.slots,
+                  claim_text(info.category, info.key, variant, modality, pair.slots), "merged")
+
+
+def _split(parent: SyntheticClaim, rng: random.Random) -> list[_Child]:
     have = dict(parent.slots)
-    need = _SLOTS[(parent.category, variant)]
-    if all(name in have for name in need):
-        return tuple((name, have[name]) for name in need)
-    drawn = dict(_draw_slots(parent.category, variant, rng, context))
-    return tuple((name, have.get(name, drawn[name])) for name in need)
-
-
-def render_skill(claims: list[SyntheticClaim], *, attempt: Optional[str] = None, tier: Optional[str] = None) -> str:
-    """A synthetic SKILL.md: a title, a header comment (the writing attempt and its final tier, when given) and one
-    bullet per claim, each under its ground-truth comment. No claims: the empty string (an empty SKILL.md)."""
-    if not claims:
-        return ""
-    lines = ["# Kernel notes (synthetic)",
-             "<!-- synthetic SKILL.md drawn by mkb_ray.synthetic, not written by a model -->"]
-    if attempt is not None or tier is not None:
-        lines.append(f"<!-- synthetic-skill attempt:{quote(attempt, safe='/:') if attempt else '-'} "
-                     f"tier:{tier or '-'} -->")
-    lines.append("")
-    for c in claims:
-        lines.append(f"<!-- claim:{c.claim_id} parent:{c.parent_id or '-'} cat:{c.category} mod:{c.modality} "
-                     f"edge:{c.edge} var:{c.variant} slots:{_encode_slots(c.slots)} -->")
-        lines.append(f"- {c.text}")
-    return "\n".join(lines) + "\n"
-
-
-def parse_skill(text: Optional[str]) -> list[SyntheticClaim]:
-    """The claims of a SKILL.md written by `render_skill`, in order. Bullets without a ground-truth comment (a file
-    not written by synthetic mode) are ignored; an empty or None text has no claims."""
-    if not text:
-        return []
-    claims: list[SyntheticClaim] = []
-    for m in _CLAIM.finditer(text):
-        claim_id, parent, cat, mod, edge, var, slot_text, bullet = m.groups()
-        if cat not in TEMPLATES or mod not in _MOD_INDEX or edge not in EDGES:
-            raise ValueError(f"unknown category, modality or edge in {m.group(0).splitlines()[0]!r}")
-        claims.append(SyntheticClaim(claim_id, None if parent == "-" else parent, cat, mod,  # type: ignore[arg-type]
-                                     bullet, edge, int(var), _decode_slots(slot_text)))  # type: ignore[arg-type]
-    return claims
-
-
-@functools.lru_cache(maxsize=4096)
-def _encode_slots(slots: tuple[tuple[str, str], ...]) -> str:
-    return ";".join(f"{k}={quote(v, safe='')}" for k, v in slots)
-
-
-@functools.lru_cache(maxsize=4096)
-def _decode_slots(text: str) -> tuple[tuple[str, str], ...]:
-    return tuple((k, unquote(v)) for k, _, v in (s.partition("=") for s in text.split(";") if s))
-
-
-def skill_source_tier(text: Optional[str]) -> Optional[str]:
-    """The final tier of the attempt that wrote a synthetic SKILL.md (from its header), or None if unknown."""
-    m = _HEADER.search(text or "")
-    return None if m is None or m.group(2) == "-" else m.group(2)
-
-
-def strip_ground_truth(text: str) -> str:
-    """The SKILL.md as an agent or annotator would see it: every HTML comment removed."""
-    return _ANY_COMMENT.sub("", text)
+    out = []
+    for part in IDEAS[(parent.category, parent.idea)].parts:
+        info = IDEAS[(parent.category, part)]
+        slots = tuple((name, have[name]) for name in info.slots)
+        variant = int(rng.random() * len(info.phrasings))
+        out.append(_Child((parent.claim_id,), parent.category, parent.modality, part, variant, slots,
+                          claim_text(parent.category, part, variant, parent.modality, slots), "split"))
+    return out

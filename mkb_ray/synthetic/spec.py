@@ -8,26 +8,51 @@ low-ish, pass2x rarer still, TIRx harder than CuTe DSL, a SKILL.md helping about
 a few submissions over tens of minutes). They are not measurements; a campaign that plans GPU-hours from them
 should replace them with numbers from its own pilot run.
 
-The taxonomy names (`CATEGORIES`) and modalities (`MODALITIES`) live here because the spec weights them; the claim
-templates that use them are in `claims.py`.
+The claim categories come from a taxonomy file (`SyntheticSpec.taxonomy`, read by
+`mkb_ray.claims.taxonomy.load_taxonomy`); the modalities and layouts are fixed here. The wordings of synthetic claims
+are in `wordings.py`, and a category can be given weight only if it has wordings there.
 """
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, RootModel, model_validator
 
-Category = Literal["workload_census", "hardware_mapping", "performance_evidence", "verified_reformulation",
-                   "unverified_reformulation", "bounded_failure_diagnosis", "verification_recipe",
-                   "unsupported_closure", "unsupported_claim", "dsl_specific_detail", "open_question"]
-CATEGORIES: tuple[Category, ...] = (
-    "workload_census", "hardware_mapping", "performance_evidence", "verified_reformulation",
-    "unverified_reformulation", "bounded_failure_diagnosis", "verification_recipe", "unsupported_closure",
-    "unsupported_claim", "dsl_specific_detail", "open_question")
+from ..claims.taxonomy import DEFAULT_TAXONOMY, Taxonomy, load_taxonomy
+from .wordings import WORDINGS
+
+# A taxonomy category name (names come from the taxonomy file, so not a Literal).
+Category = str
 # Ordered weakest to strongest: strengthening moves one step right, weakening one step left.
 Modality = Literal["hedged", "plain", "absolute"]
 MODALITIES: tuple[Modality, ...] = ("hedged", "plain", "absolute")
 TierName = Literal["fail", "pass", "pass2x"]
+Layout = Literal["bullets", "numbered", "prose", "sections", "mixed"]
+LAYOUTS: tuple[Layout, ...] = ("bullets", "numbered", "prose", "sections", "mixed")
+
+# Default relative weights of the mkb-11 categories. Assumptions: a bit of everything, closures and unsupported
+# claims common enough to track along a chain. A category of another taxonomy that is not listed here defaults to
+# OTHER_CATEGORY_WEIGHT, and so needs wordings (or an explicit weight of 0).
+DEFAULT_CATEGORY_WEIGHTS: dict[str, float] = {
+    "workload_census": 0.12, "hardware_mapping": 0.12, "performance_evidence": 0.10, "verified_reformulation": 0.08,
+    "unverified_reformulation": 0.10, "bounded_failure_diagnosis": 0.10, "verification_recipe": 0.08,
+    "unsupported_closure": 0.10, "unsupported_claim": 0.08, "dsl_specific_detail": 0.08, "open_question": 0.04}
+OTHER_CATEGORY_WEIGHT = 0.10
+
+
+@functools.lru_cache(maxsize=16)
+def spec_taxonomy(name: str) -> Taxonomy:
+    """The taxonomy a spec names, read once per process (specs are validated per worker and in tests, often)."""
+    return load_taxonomy(name)
+
+
+def __getattr__(name: str) -> Any:
+    # CATEGORIES: the default taxonomy's names, for callers of the old constant; read lazily, not at import.
+    if name == "CATEGORIES":
+        return spec_taxonomy(DEFAULT_TAXONOMY).names
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SUM_TOL = 1e-6
 
@@ -77,66 +102,102 @@ class TierTable(_Spec):
 class EvolutionRates(_Spec):
     """How a SKILL.md's claims change from hop k-1 to hop k.
 
-    Convention: each parent claim takes exactly one transition, drawn with probabilities drop_rate, mutate_rate,
-    strengthen_rate, weaken_rate, and copy_rate = 1 - their sum (so they must sum to <= 1). A strengthen drawn for
-    an absolute claim, or a weaken drawn for a hedged one, cannot move it: the claim is copied unchanged (edge
-    `copied`), so P(strengthened | parent not absolute) = strengthen_rate and P(weakened | parent not hedged) =
-    weaken_rate. New claims are added on top (edge `new`).
+    Convention. Merges are decided first: the parent claims are matched into *mergeable pairs* (the two parts of one
+    compound idea of wordings.py, agreeing on the slot values they share, each claim in at most one pair, matched in
+    document order; a pair whose compound already stands in the skill with those values is not mergeable) and each
+    pair merges with probability merge_rate into one claim (edge `merged`, both parents listed). Every parent not
+    merged then takes exactly one transition, drawn with probabilities drop_rate, mutate_rate, strengthen_rate,
+    weaken_rate, split_rate and copy_rate = 1 - their sum (so they must sum to <= 1). A transition that cannot apply
+    copies the claim unchanged (edge `copied`): a strengthen drawn for an absolute claim, a weaken for a hedged one,
+    a split for a claim that is not a compound. So P(merged | parent in a mergeable pair) = merge_rate and, for a
+    parent not merged, P(dropped) = drop_rate, P(paraphrased) = mutate_rate, P(strengthened | not absolute) =
+    strengthen_rate, P(weakened | not hedged) = weaken_rate, P(split | compound) = split_rate (into its two parts,
+    each edge `split`, same modality). A merged claim takes the weaker modality of its two parents. New claims are
+    added on top (edge `new`), at random places; a surviving claim moves to a random place with reorder_prob.
     """
 
     drop_rate: float = Field(0.10, ge=0, le=1, description="probability a parent claim is left out (per claim per hop)")
     mutate_rate: float = Field(0.15, ge=0, le=1,
-                               description="probability a parent claim is paraphrased: new wording, same category "
-                                           "and modality (per claim per hop)")
+                               description="probability a parent claim is paraphrased: another phrasing of the same "
+                                           "idea, same modality and slot values (per claim per hop)")
     strengthen_rate: float = Field(0.08, ge=0, le=1,
                                    description="probability a parent claim moves one modality step stronger "
                                                "(hedged->plain->absolute; per claim per hop)")
     weaken_rate: float = Field(0.04, ge=0, le=1,
                                description="probability a parent claim moves one modality step weaker "
                                            "(absolute->plain->hedged; per claim per hop)")
+    split_rate: float = Field(0.02, ge=0, le=1,
+                              description="probability a compound parent claim splits into its two parts (per "
+                                          "compound claim per hop)")
+    merge_rate: float = Field(0.02, ge=0, le=1,
+                              description="probability a mergeable pair of parent claims merges into their compound "
+                                          "(per pair per hop)")
     new_claims_per_hop: float = Field(1.5, ge=0, le=100,
                                       description="Poisson mean of claims added at each hop (claims per hop)")
+    reorder_prob: float = Field(0.3, ge=0, le=1,
+                                description="probability a surviving claim moves to a random place in the list, so "
+                                            "claims do not keep their parent's order (per claim per hop)")
 
     @model_validator(mode="after")
     def _transitions_fit(self) -> "EvolutionRates":
-        total = self.drop_rate + self.mutate_rate + self.strengthen_rate + self.weaken_rate
+        total = self.drop_rate + self.mutate_rate + self.strengthen_rate + self.weaken_rate + self.split_rate
         if total > 1.0 + _SUM_TOL:
-            raise ValueError(f"drop_rate + mutate_rate + strengthen_rate + weaken_rate must be <= 1 (the rest is "
-                             f"copy), got {total:.6g}")
+            raise ValueError(f"drop_rate + mutate_rate + strengthen_rate + weaken_rate + split_rate must be <= 1 "
+                             f"(the rest is copy), got {total:.6g}")
         return self
 
     @property
     def copy_rate(self) -> float:
         """Probability a parent claim is drawn to be copied verbatim (the remainder of the transition rates)."""
-        return max(0.0, 1.0 - self.drop_rate - self.mutate_rate - self.strengthen_rate - self.weaken_rate)
+        return max(0.0, 1.0 - self.drop_rate - self.mutate_rate - self.strengthen_rate - self.weaken_rate
+                   - self.split_rate)
 
 
-class CategoryWeights(_Spec):
-    """Relative weights (>= 0, normalised on use) of the taxonomy categories for hop-0 and newly added claims."""
+class CategoryWeights(RootModel[dict[str, NonNegativeFloat]]):
+    """Relative weights (>= 0, normalised on use) of the taxonomy categories for hop-0 and newly added claims.
 
-    # Assumptions: a bit of everything, closures and unsupported claims common enough to track along a chain.
-    workload_census: float = Field(0.12, ge=0, description="relative weight (unitless)")
-    hardware_mapping: float = Field(0.12, ge=0, description="relative weight (unitless)")
-    performance_evidence: float = Field(0.10, ge=0, description="relative weight (unitless)")
-    verified_reformulation: float = Field(0.08, ge=0, description="relative weight (unitless)")
-    unverified_reformulation: float = Field(0.10, ge=0, description="relative weight (unitless)")
-    bounded_failure_diagnosis: float = Field(0.10, ge=0, description="relative weight (unitless)")
-    verification_recipe: float = Field(0.08, ge=0, description="relative weight (unitless)")
-    unsupported_closure: float = Field(0.10, ge=0, description="relative weight (unitless)")
-    unsupported_claim: float = Field(0.08, ge=0, description="relative weight (unitless)")
-    dsl_specific_detail: float = Field(0.08, ge=0, description="relative weight (unitless)")
-    open_question: float = Field(0.04, ge=0, description="relative weight (unitless)")
+    In a YAML a mapping `{category: weight}` that overrides only the categories it names; SyntheticSpec fills in the
+    rest (DEFAULT_CATEGORY_WEIGHTS) for its taxonomy and rejects names the taxonomy does not have, so a validated
+    spec holds every category of its taxonomy, in the taxonomy's order.
+    """
 
-    @model_validator(mode="after")
-    def _some_weight(self) -> "CategoryWeights":
-        if sum(getattr(self, c) for c in CATEGORIES) <= 0:
-            raise ValueError("at least one category weight must be > 0")
-        return self
+    model_config = ConfigDict(frozen=True)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.root.items()))
+
+    def __getitem__(self, name: str) -> float:
+        return self.root[name]
 
     def probabilities(self) -> dict[Category, float]:
-        """The weights normalised to sum to 1, in CATEGORIES order."""
-        total = sum(getattr(self, c) for c in CATEGORIES)
-        return {c: getattr(self, c) / total for c in CATEGORIES}
+        """The weights normalised to sum to 1, in the mapping's (the taxonomy's) order."""
+        total = sum(self.root.values())
+        return {c: w / total for c, w in self.root.items()}
+
+
+class SkillLayout(_Spec):
+    """How a SKILL.md is laid out: one layout drawn per file with these relative weights (>= 0, normalised on use),
+    and a few sentences that are not claims. bullets: one claim per `- ` item; numbered: `1. ` items; prose:
+    paragraphs of 2-4 claims joined as sentences; sections: `## ` headings by category group, each section bullets or
+    prose; mixed: two or three consecutive stretches in different styles."""
+
+    bullets: float = Field(0.2, ge=0, description="relative weight (unitless)")
+    numbered: float = Field(0.15, ge=0, description="relative weight (unitless)")
+    prose: float = Field(0.25, ge=0, description="relative weight (unitless)")
+    sections: float = Field(0.25, ge=0, description="relative weight (unitless)")
+    mixed: float = Field(0.15, ge=0, description="relative weight (unitless)")
+    boilerplate_mean: float = Field(2.0, ge=0, le=12, description="Poisson mean of non-claim sentences per SKILL.md "
+                                                                  "(sentences; at most the 12 written ones)")
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "SkillLayout":
+        if sum(getattr(self, name) for name in LAYOUTS) <= 0:
+            raise ValueError("at least one layout weight must be > 0")
+        return self
+
+    def probabilities(self) -> dict[Layout, float]:
+        total = sum(getattr(self, name) for name in LAYOUTS)
+        return {name: getattr(self, name) / total for name in LAYOUTS}
 
 
 class ModalityWeights(_Spec):
@@ -214,30 +275,74 @@ class SyntheticSpec(_Spec):
 
     # --- the skill effect on skill-arm tiers ---
     # delta = skill_help_shift + source_pass_shift * [source attempt passed] - closure_harm_per_share * u, clamped to
-    # [-1, 1], where u is the share of unsupported_closure claims in the source SKILL.md. delta > 0 moves that
-    # fraction of the fail probability to pass/pass2x (in their proportion); delta < 0 moves |delta| of the pass
-    # probability to fail. `tier_probabilities()` (attempt.py) computes it, so analyses can recover the coupling.
+    # [-1, 1], where u is the share of the source SKILL.md's claims in the taxonomy's closure_category
+    # (unsupported_closure in mkb-11). delta > 0 moves that fraction of the fail probability to pass/pass2x (in their
+    # proportion); delta < 0 moves |delta| of the pass probability to fail. `tier_probabilities()` (attempt.py)
+    # computes it, so analyses can recover the coupling.
     skill_help_shift: float = Field(0.05, ge=-1, le=1, description="baseline effect of having a source SKILL.md "
                                                                    "(fraction of the gap moved, see above)")
     source_pass_shift: float = Field(0.20, ge=-1, le=1, description="added when the source attempt passed, so "
                                                                     "relative standing couples to help/harm "
                                                                     "(fraction of the gap moved)")
     closure_harm_per_share: float = Field(0.60, ge=0, le=10,
-                                          description="subtracted per unit share of unsupported_closure claims in "
-                                                      "the source (fraction of the gap moved per share)")
+                                          description="subtracted per unit share of closure claims in the "
+                                                      "source (fraction of the gap moved per share)")
 
     # --- SKILL.md claims ---
     initial_claims_mean: float = Field(8.0, ge=0, le=200, description="Poisson mean of claims in a fresh (hop-0 or "
                                                                       "solo) SKILL.md (claims; at least 1 drawn)")
-    category_weights: CategoryWeights = Field(default_factory=CategoryWeights,
-                                              description="categories of fresh and newly added claims")
+    taxonomy: str = Field(DEFAULT_TAXONOMY, description="the claim taxonomy by name "
+                                                        "(experiments/taxonomies/<name>.yaml) or path")
+    category_weights: CategoryWeights = Field(default_factory=lambda: CategoryWeights(dict(DEFAULT_CATEGORY_WEIGHTS)),
+                                              description="categories of fresh and newly added claims (a mapping; "
+                                                          "names not given keep their defaults)")
     modality_weights: ModalityWeights = Field(default_factory=ModalityWeights,
                                               description="modalities of fresh and newly added claims")
     evolution: EvolutionRates = Field(default_factory=EvolutionRates,
                                       description="per-hop claim transitions of a skill attempt")
+    layout: SkillLayout = Field(default_factory=SkillLayout, description="how each SKILL.md is laid out")
 
     # --- rare outcomes, for scale-testing the unhappy paths ---
     empty_skill_prob: float = Field(0.0, ge=0, le=1, description="probability an attempt writes an empty SKILL.md "
                                                                  "(its dependants are then skipped; probability)")
     llm_error_prob: float = Field(0.0, ge=0, le=1, description="probability an attempt ends with status error, "
                                                                "stop reason llm_error (probability)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_category_weights(cls, data: Any) -> Any:
+        """Every category of the taxonomy gets a weight: the given ones, defaults for the rest; unknown names fail."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("taxonomy", DEFAULT_TAXONOMY)
+        if not isinstance(name, str):
+            return data  # the field's own validation reports it
+        try:
+            names = spec_taxonomy(name).names
+        except ValueError as error:
+            raise ValueError(f"taxonomy: {error}") from error
+        given = data.get("category_weights")
+        if isinstance(given, CategoryWeights):
+            given = given.root
+        if given is None:
+            given = {}
+        if not isinstance(given, dict):
+            return data
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise ValueError(f"category_weights: {', '.join(map(repr, unknown))} not in taxonomy {name!r} "
+                             f"(its categories: {', '.join(names)})")
+        filled = {c: given.get(c, DEFAULT_CATEGORY_WEIGHTS.get(c, OTHER_CATEGORY_WEIGHT)) for c in names}
+        return {**data, "category_weights": filled}
+
+    @model_validator(mode="after")
+    def _weights_have_wordings(self) -> "SyntheticSpec":
+        weights = self.category_weights.root
+        if sum(weights.values()) <= 0:
+            raise ValueError("category_weights: at least one category weight must be > 0")
+        missing = [c for c, w in weights.items() if w > 0 and c not in WORDINGS]
+        if missing:
+            raise ValueError(f"category_weights: {', '.join(map(repr, missing))} of taxonomy {self.taxonomy!r} "
+                             f"have weight > 0 but no wordings in mkb_ray/synthetic/wordings.py; give them weight "
+                             f"0 or add wordings")
+        return self
