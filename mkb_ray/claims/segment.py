@@ -1,0 +1,191 @@
+"""Segmentation: a SKILL.md (markdown of any shape) → atomic claims, each with its character span in the text.
+
+Where a claim is born. The text is read block by block — headings name the section and are never claims, fenced
+code and HTML comments are skipped, a table row is one claim, list items and paragraphs are cut into sentences —
+and each sentence is cut once more at the joints where a second assertion starts ("; ", " — ", ": ", ", so ",
+", and ", ", but ", ", which " …; a "because" clause stays with its claim) when both sides are long enough to assert something. Short fragments and
+boilerplate ("Good luck.", "What worked:") are dropped. Inline code is masked while cutting, so `cute.arch.sync`
+or `T.min(a, b)` never splits a sentence.
+
+Offsets are into the exact text given (`text[start:end] == claim.text`), so a claim can always be shown in place.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from ..records.claims import ClaimRecord
+
+SEGMENTER_VERSION = "segment-v1"
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LIST_MARKER = re.compile(r"^(\s*)([-*+]|\d{1,3}[.)])\s+")
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_CODE_SPAN = re.compile(r"`[^`\n]*`")
+# A sentence ends at . ! ? followed by space and a capital, digit, quote or code span — but not after the usual
+# abbreviations.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_]*\s+(?=[A-Z0-9`\"'(*_])")
+_ABBREVIATIONS = ("e.g.", "i.e.", "vs.", "etc.", "approx.", "cf.", "Fig.", "No.", "sub.", "ca.")
+# Joints where a second assertion often starts inside one sentence.
+_JOINTS = re.compile(r";\s+|\s+[—–]\s+|\s+--\s+|:\s+(?=\S)|,\s+(?=(?:so|and|but|while|which|whereas|yet|"
+                     r"otherwise)\s)")
+_MIN_WORDS = 4          # a fragment shorter than this asserts nothing on its own
+_MIN_JOINT_WORDS = 4    # both sides of a joint must be at least this long to be cut there
+_BOILERPLATE = re.compile(
+    r"^(good luck|hope this helps|these (are|notes)|this (file|note|document)|here (is|are) (what|my|the)|"
+    r"notes? (for|to) (the )?next|summary|tl;?dr|in short|to summari[sz]e|that is (most of it|all)|"
+    r"the notes are|(see|read) below)\b", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z0-9_`]+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    start: int
+    end: int
+    section: str
+
+
+def skill_sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def segment(text: str) -> list[ClaimRecord]:
+    """The claims of a SKILL.md, in reading order. An empty or claim-free text gives []."""
+    sha = skill_sha(text)
+    spans = [s for block in _blocks(text) for s in _claims_in(text, block)]
+    return [ClaimRecord(claim_id=f"{sha[:16]}.{i:03d}", skill_sha=sha, index=i, text=text[s.start:s.end],
+                        start=s.start, end=s.end, section=s.section) for i, s in enumerate(spans)]
+
+
+def _blank_comments(text: str) -> str:
+    """The text with HTML comments replaced by spaces of the same length (offsets stay valid)."""
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def _blocks(text: str) -> list[_Span]:
+    """Runs of text that are claim material: paragraphs, list items and table rows, with their section."""
+    clean = _blank_comments(text)
+    blocks: list[_Span] = []
+    section = ""
+    in_fence = False
+    current: list[int] = []   # [start, end] of the paragraph/list item being built
+
+    def flush() -> None:
+        if current:
+            blocks.append(_Span(current[0], current[1], section))
+            current.clear()
+
+    offset = 0
+    for line in clean.splitlines(keepends=True):
+        start, body = offset, line.rstrip("\n")
+        offset += len(line)
+        stripped = body.strip()
+        if _FENCE.match(body):
+            flush()
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        if not stripped:
+            flush()
+            continue
+        heading = _HEADING.match(body)
+        if heading:
+            flush()
+            section = heading.group(1).strip().strip("#").strip()
+            continue
+        if stripped.startswith("|"):
+            flush()
+            if not _TABLE_RULE.match(body):
+                blocks.append(_Span(start + body.index("|"), start + len(body.rstrip()), section))
+            continue
+        marker = _LIST_MARKER.match(body)
+        if marker:
+            flush()
+            current.extend([start + marker.end(), start + len(body.rstrip())])
+            continue
+        if current:   # a continuation line of a paragraph or list item
+            current[1] = start + len(body.rstrip())
+        else:
+            current.extend([start + len(body) - len(body.lstrip()), start + len(body.rstrip())])
+    flush()
+    return blocks
+
+
+def _claims_in(text: str, block: _Span) -> list[_Span]:
+    chunk = text[block.start:block.end]
+    if chunk.lstrip().startswith("|"):
+        return _table_row(chunk, block)
+    masked = _mask_code(chunk)
+    out: list[_Span] = []
+    for s_start, s_end in _sentences(masked):
+        for c_start, c_end in _clauses(masked, s_start, s_end):
+            piece = _trim(chunk, c_start, c_end)
+            if piece is None:
+                continue
+            a, b = piece
+            if _is_claim(chunk[a:b]):
+                out.append(_Span(block.start + a, block.start + b, block.section))
+    return out
+
+
+def _table_row(chunk: str, block: _Span) -> list[_Span]:
+    cells = [c.strip() for c in chunk.strip().strip("|").split("|")]
+    words = sum(len(_WORD.findall(c)) for c in cells)
+    # A header row is short labels; a data row says what was tried and what it gave.
+    if words < _MIN_WORDS or all(len(_WORD.findall(c)) <= 2 and not re.search(r"\d", c) for c in cells):
+        return []
+    lead = len(chunk) - len(chunk.lstrip())
+    start = lead + 1 if chunk[lead:lead + 1] == "|" else lead
+    end = len(chunk.rstrip())
+    end = end - 1 if chunk[end - 1:end] == "|" else end
+    trimmed = _trim(chunk, start, end)
+    return [] if trimmed is None else [_Span(block.start + trimmed[0], block.start + trimmed[1], block.section)]
+
+
+def _mask_code(chunk: str) -> str:
+    """Inline code spans blanked to 'x' (same length), so punctuation inside them never cuts."""
+    return _CODE_SPAN.sub(lambda m: "`" + "x" * (len(m.group(0)) - 2) + "`", chunk)
+
+
+def _sentences(masked: str) -> list[tuple[int, int]]:
+    cuts = [0]
+    for m in _SENTENCE_END.finditer(masked):
+        before = masked[max(0, m.start() - 8):m.start()]
+        if any(before.endswith(a) for a in _ABBREVIATIONS):
+            continue
+        cuts.append(m.end())
+    cuts.append(len(masked))
+    return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def _clauses(masked: str, start: int, end: int) -> list[tuple[int, int]]:
+    pieces: list[tuple[int, int]] = []
+    left = start
+    for m in _JOINTS.finditer(masked, start, end):
+        a_words = len(_WORD.findall(masked[left:m.start()]))
+        b_words = len(_WORD.findall(masked[m.end():end]))
+        if a_words >= _MIN_JOINT_WORDS and b_words >= _MIN_JOINT_WORDS:
+            pieces.append((left, m.start()))
+            left = m.start() if masked[m.start()] == "," else m.end()
+    pieces.append((left, end))
+    return pieces
+
+
+def _trim(chunk: str, start: int, end: int) -> tuple[int, int] | None:
+    """The span without surrounding space, list punctuation, bold markers or a leading joint comma."""
+    while start < end and (chunk[start].isspace() or chunk[start] in ",;:—–-*_>"):
+        start += 1
+    while end > start and (chunk[end - 1].isspace() or chunk[end - 1] in ",;:—–*_"):
+        end -= 1
+    return (start, end) if end > start else None
+
+
+def _is_claim(piece: str) -> bool:
+    words = _WORD.findall(piece)
+    if len(words) < _MIN_WORDS:
+        return False
+    return _BOILERPLATE.match(piece.lstrip("*_ ")) is None

@@ -1,0 +1,140 @@
+"""Validation without circularity: lineage recovered from *stripped* synthetic chains vs the generator's truth.
+
+`synthetic_chain` draws a chain of synthetic SKILL.md texts (ground truth in HTML comments). `recovered_rates`
+runs the pipeline on `strip_ground_truth(text)` only — segmentation, modality, embeddings and the matcher — and
+counts what each parent claim became at the next hop; `planted_rates` counts the same from the comments. The two
+must agree within 5 points for the pipeline's lineage metrics to be trusted (tests/test_lineage.py).
+
+Scoring unit. A synthetic claim is one sentence of the generator's, often with two or three clauses that the
+segmenter rightly cuts into separate claims. To compare like with like, the scorer (not the pipeline) groups the
+segmenter's pieces by the generator sentence they lie in and gives each sentence the strongest change among its
+pieces (contradicted > split > merged > strengthened > weakened > paraphrased > copied; dropped only when every
+piece was dropped). The pipeline's edges are computed before, and without, this grouping.
+"""
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..claims.embeddings import SentenceEncoder
+from ..claims.offline import modality_of
+from ..claims.segment import segment
+from ..records.claims import LineageEdgeRecord
+from ..synthetic import ClaimContext, SyntheticSpec, evolve, fresh_claims, parse_skill, render_skill
+from ..synthetic import strip_ground_truth
+from .match import DEFAULT_THRESHOLD, MatchClaim, match_hops
+
+# What a parent claim can become at the next hop (each parent is counted once; see `transition_of`).
+TRANSITIONS = ("dropped", "copied", "paraphrased", "strengthened", "weakened", "contradicted", "merged", "split")
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRates:
+    parents: int
+    counts: dict[str, int]
+    new_per_hop: float
+
+    def rate(self, name: str) -> float:
+        return self.counts.get(name, 0) / self.parents if self.parents else 0.0
+
+
+_STRENGTH = ("contradicted", "split", "merged", "strengthened", "weakened", "paraphrased", "copied")
+
+
+def strongest(transitions: Sequence[str]) -> str:
+    """The transition of a sentence from its pieces' transitions (see the module docstring)."""
+    kept = [t for t in transitions if t != "dropped"]
+    if not kept:
+        return "dropped"
+    return min(kept, key=lambda t: _STRENGTH.index(t) if t in _STRENGTH else len(_STRENGTH))
+
+
+def transition_of(kinds: Sequence[str]) -> str:
+    """A parent's transition from the types of its outgoing edges: none → dropped; a split or merge wins;
+    otherwise the first edge's type."""
+    if not kinds:
+        return "dropped"
+    for special in ("split", "merged"):
+        if special in kinds:
+            return special
+    return kinds[0]
+
+
+def synthetic_chain(spec: SyntheticSpec, hops: int, seed: int, problem_id: str = "mlp_norm/01_fused_add_rmsnorm"
+                    ) -> list[str]:
+    """hops + 1 SKILL.md texts (hop 0 fresh, each next one evolved from it), ground truth included."""
+    rng = random.Random(seed)
+    dsls = ("cutedsl", "tirx")
+    claims = fresh_claims(spec, rng, ClaimContext(f"s{seed}h0", problem_id, dsls[0]))
+    texts = [render_skill(claims, rng=rng)]
+    for hop in range(1, hops + 1):
+        claims = evolve(claims, spec, rng, ClaimContext(f"s{seed}h{hop}", problem_id, dsls[hop % 2]))
+        texts.append(render_skill(claims, rng=rng))
+    return texts
+
+
+def planted_rates(texts: Sequence[str]) -> TransitionRates:
+    """Transition counts from the ground-truth comments (what the generator did)."""
+    counts: Counter[str] = Counter()
+    parents = new = 0
+    for before, after in zip(texts, texts[1:]):
+        parent_claims = parse_skill(before)
+        children = parse_skill(after)
+        out: dict[str, list[str]] = {c.claim_id: [] for c in parent_claims}
+        for child in children:
+            if not child.parent_ids:
+                new += 1
+            for pid in child.parent_ids:
+                out.setdefault(pid, []).append(child.edge)
+        parents += len(parent_claims)
+        counts.update(transition_of(kinds) for kinds in out.values())
+    return TransitionRates(parents, dict(counts), new / max(1, len(texts) - 1))
+
+
+def _sentence_of(stripped: str, sentences: Sequence[str], start: int) -> int:
+    """Index of the generator sentence containing offset `start` of the stripped text (-1: none, boilerplate)."""
+    position = 0
+    for i, sentence in enumerate(sentences):
+        at = stripped.find(sentence, position)
+        if at < 0:
+            continue
+        if at <= start < at + len(sentence):
+            return i
+        position = at
+    return -1
+
+
+def recovered_rates(texts: Sequence[str], encoder: Optional[SentenceEncoder] = None,
+                    threshold: float = DEFAULT_THRESHOLD) -> tuple[TransitionRates, list[LineageEdgeRecord]]:
+    """Transition counts of the pipeline run on the stripped texts alone, scored per generator sentence, and the
+    edges it found."""
+    encoder = encoder or SentenceEncoder()
+    counts: Counter[str] = Counter()
+    parents = new = 0
+    edges_all: list[LineageEdgeRecord] = []
+    previous = None
+    for hop, text in enumerate(texts):
+        stripped = strip_ground_truth(text)
+        claims = segment(stripped)       # the pipeline: nothing below reads the comments until scoring
+        match = [MatchClaim(c.claim_id, c.text, modality_of(c.text)) for c in claims]
+        vectors = encoder.encode([c.text for c in claims])
+        sentences = [c.text for c in parse_skill(text)]                       # scoring only
+        unit = {c.claim_id: _sentence_of(stripped, sentences, c.start) for c in claims}
+        if previous is not None:
+            edges = match_hops("synthetic", hop, previous[0], match, previous[1], vectors, threshold=threshold)
+            edges_all.extend(edges)
+            out: dict[str, list[str]] = {c.claim_id: [] for c in previous[0]}
+            for e in edges:
+                out[e.parent_id].append(e.edge)
+            per_sentence: dict[int, list[str]] = {}
+            for claim_id, kinds in out.items():
+                per_sentence.setdefault(previous[2][claim_id], []).append(transition_of(kinds))
+            per_sentence.pop(-1, None)
+            parents += len(per_sentence)
+            counts.update(strongest(ts) for ts in per_sentence.values())
+            born = {unit[c.claim_id] for c in match} - {unit[e.child_id] for e in edges} - {-1}
+            new += len(born)
+        previous = (match, vectors, unit)
+    return TransitionRates(parents, dict(counts), new / max(1, len(texts) - 1)), edges_all
