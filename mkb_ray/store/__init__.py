@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from .artifacts import ArtifactMissing, ArtifactStore
 from .sqlite_store import (SCHEMA_VERSION, STANDARD_EVENT_KINDS, TERMINAL_STATUSES, Event, OutcomeConflict,
-                           PlanSync, RecordError, RunStore, StoreError, StoreLocked, TrialRow)
+                           PlanSync, RecordError, RunStore, Segmentation, StoreError, StoreLocked, TrialRow)
 
 __all__ = ["ArtifactMissing", "ArtifactStore", "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore",
-           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "StoreError", "StoreLocked", "TERMINAL_STATUSES", "TrialRow",
-           "export_parquet", "export_results_json"]
+           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StoreError", "StoreLocked", "TERMINAL_STATUSES",
+           "TrialRow", "export_parquet", "export_results_json"]
 
 
 def __getattr__(name: str):

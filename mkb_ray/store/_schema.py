@@ -19,12 +19,14 @@ class StoreError(Exception):
 
 
 class RecordError(StoreError):
-    """A malformed or unexpected outcome/record: names the trial and the field."""
+    """A malformed or unexpected outcome/record: names the record (a trial, or `kind` and its id: a claim, an
+    annotation...) and the field."""
 
-    def __init__(self, trial_id: str, field: str, problem: str) -> None:
-        super().__init__(f"trial {trial_id!r}: {field}: {problem}")
-        self.trial_id = trial_id
+    def __init__(self, trial_id: str, field: str, problem: str, kind: str = "trial") -> None:
+        super().__init__(f"{kind} {trial_id!r}: {field}: {problem}")
+        self.trial_id = trial_id   # the id of the record `kind` names (a trial id by default)
         self.field = field
+        self.kind = kind
 
 
 @dataclass(frozen=True)

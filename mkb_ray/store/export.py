@@ -3,7 +3,9 @@
 Parquet (`export_parquet`): one file per table — trials, submissions, usage, skills, artifacts, events — with the
 store's columns (see `sqlite_store`'s schema; booleans as Boolean, `depends_on` as a list of ids) and a `synthetic`
 column in every table (a child row takes its trial's flag; an event its trial's, else the run's), plus
-`meta.json` (the run's resolved config), so synthetic numbers are labelled wherever they travel.
+`meta.json` (the run's resolved config), so synthetic numbers are labelled wherever they travel. The claim tables
+— claims, annotations, lineage_edges — are written too when they hold rows; as they are keyed by SKILL.md text, not
+by trial, their `synthetic` is the run's flag or that of any trial that wrote the claim's text.
 
 results.json (`export_results_json`): the format MetaKernelBench itself writes to `results/<model>/results.json`
 (arXiv 2610.05014; github.com/YIGE24/MetaKernelBench, `metakernelbench/results.py`, `write_results`):
@@ -58,6 +60,21 @@ _TABLE_SQL = {
     "events": f"SELECT e.*, COALESCE({_SYNTHETIC}, :run_synthetic) AS synthetic FROM events e "
               "LEFT JOIN trials t USING (trial_id) ORDER BY e.id",
 }
+# The claim tables, written only when they hold rows. A claim's text may come from several trials: it is synthetic
+# when the run is, or when any trial that wrote this text is. Claims by text, their annotations and edges by claim.
+_SKILL_SYNTHETIC = ("WITH syn AS (SELECT skill_sha, MAX(synthetic) AS synthetic FROM trials "
+                    "WHERE skill_sha IS NOT NULL GROUP BY skill_sha) ")
+_CLAIM_SYNTHETIC = "MAX(COALESCE(syn.synthetic, 0), :run_synthetic) AS synthetic"
+_CLAIM_TABLE_SQL = {
+    "claims": f"{_SKILL_SYNTHETIC}SELECT c.*, {_CLAIM_SYNTHETIC} FROM claims c LEFT JOIN syn USING (skill_sha) "
+              "ORDER BY c.skill_sha, c.idx",
+    "annotations": f"{_SKILL_SYNTHETIC}SELECT a.*, {_CLAIM_SYNTHETIC} FROM annotations a "
+                   "LEFT JOIN claims c USING (claim_id) LEFT JOIN syn ON syn.skill_sha = c.skill_sha "
+                   "ORDER BY a.annotator, a.taxonomy, a.claim_id",
+    "lineage_edges": f"{_SKILL_SYNTHETIC}SELECT e.*, {_CLAIM_SYNTHETIC} FROM lineage_edges e "
+                     "LEFT JOIN claims c ON c.claim_id = e.child_id LEFT JOIN syn ON syn.skill_sha = c.skill_sha "
+                     "ORDER BY e.chain_id, e.matcher, e.hop, e.child_id, e.parent_id",
+}
 
 MKB_LEGEND = {
     "arms": "solo_<dsl> attempts the problem in that DSL from scratch and distills SKILL.md as it goes; "
@@ -87,7 +104,8 @@ MKB_LEGEND = {
 
 # -- parquet ----------------------------------------------------------------------------------------------------
 def export_parquet(run_dir: Path, out_dir: Path) -> dict[str, Path]:
-    """Write every store table as `<out_dir>/<table>.parquet` (+ `meta.json`); returns {table: path}."""
+    """Write every store table as `<out_dir>/<table>.parquet` (+ `meta.json`; the claim tables only when they
+    hold rows); returns {table: path}."""
     import polars as pl
 
     out_dir = Path(out_dir)
@@ -111,6 +129,16 @@ def export_parquet(run_dir: Path, out_dir: Path) -> dict[str, Path]:
                     at = columns.index("depends_on")
                     rows = [r[:at] + (json.loads(r[at]),) + r[at + 1:] for r in rows]
                 frame = pl.DataFrame(rows, schema=schema, orient="row")
+                written[table] = _atomic(out_dir / f"{table}.parquet", frame.write_parquet)
+            present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table, sql in _CLAIM_TABLE_SQL.items():
+                if table not in present or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
+                    continue
+                declared = {r[1]: r[2] for r in conn.execute(f"PRAGMA table_info({table})")}
+                cursor = conn.execute(sql, {"run_synthetic": run_synthetic})
+                columns = [d[0] for d in cursor.description]
+                schema = {c: _polars_type(pl, c, declared.get(c, "INTEGER")) for c in columns}
+                frame = pl.DataFrame(cursor.fetchall(), schema=schema, orient="row")
                 written[table] = _atomic(out_dir / f"{table}.parquet", frame.write_parquet)
         finally:
             conn.execute("COMMIT")

@@ -30,6 +30,9 @@ Schema (schema_version 1; every table STRICT):
     skills      (trial_id, sha256, bytes): the SKILL.md a done trial wrote (TrialOutcome.skill_md)
     artifacts   (trial_id, name, sha256, bytes): each file of TrialOutcome.artifacts, by attempt-relative name
     events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS)
+    claims, skills_segmented, annotations, lineage_edges, lineage_runs: what SKILL.md texts assert and how claims
+                descend along chains, with `claims_tables.ClaimTables`' methods (added without a version bump:
+                a store made before them gains them when opened for writing)
 Booleans are INTEGER 0/1; times are ISO-8601 UTC text; durations are seconds (`_s`), kernel times milliseconds.
 
 Beside this module: `_outcome_rows` turns an outcome into these rows (pure; it validates the AttemptRecord and names
@@ -53,10 +56,12 @@ from ..records import Trial, TrialOutcome, downstream
 from ._outcome_rows import (ArtifactRow, OutcomeUpdate, PlanRow, Prepared, SkillRow, SubmissionRow, UsageRow,
                             plan_row, prepare, trial_row)
 from ._schema import TERMINAL_STATUSES, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
-from .artifacts import ArtifactStore
+from .artifacts import ArtifactMissing, ArtifactStore
+from .claims_tables import CLAIMS_DDL, ClaimTables, Segmentation
 
 __all__ = ["ARTIFACTS_DIR", "LOCK_FILE", "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "STORE_FILE", "TERMINAL_STATUSES",
-           "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore", "StoreError", "StoreLocked", "TrialRow"]
+           "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore", "Segmentation", "StoreError",
+           "StoreLocked", "TrialRow"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite"
@@ -171,7 +176,7 @@ class Event:
     data: dict[str, Any]
 
 
-class RunStore:
+class RunStore(ClaimTables):
     """The SQLite run store of one run directory. Use as a context manager, or call `close()`.
 
     `readonly=True` opens an existing store for reading only (no lock taken; the writer may be running).
@@ -204,7 +209,7 @@ class RunStore:
             self._conn.execute("PRAGMA foreign_keys = ON")
             self._conn.execute("PRAGMA busy_timeout = 30000")
             # executescript manages its own transaction (it commits any pending one first), hence BEGIN/COMMIT here.
-            self._conn.executescript(f"BEGIN IMMEDIATE; {_DDL} COMMIT;")
+            self._conn.executescript(f"BEGIN IMMEDIATE; {_DDL} {CLAIMS_DDL} COMMIT;")
             with self._transaction():
                 self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (utc_now(),))
@@ -416,6 +421,13 @@ class RunStore:
         with self._lock:
             row = self._conn.execute("SELECT sha256 FROM skills WHERE trial_id = ?", (trial_id,)).fetchone()
         return None if row is None else self.artifacts.get(row[0]).decode("utf-8")
+
+    def skill_text_of(self, skill_sha: str) -> Optional[str]:
+        """A stored SKILL.md by its sha256 (a trial's `skill_sha`); None when no such text is stored."""
+        try:
+            return self.artifacts.get(skill_sha).decode("utf-8")
+        except ArtifactMissing:
+            return None
 
     def skill_sizes(self) -> dict[str, int]:
         """trial id → bytes of the SKILL.md it wrote (0: an empty one), for done trials that stored one."""
