@@ -1,4 +1,22 @@
 """Analysis of stored records (paired lift, standing, propagation, reports): reads records, never writes them.
 
-Installed as `mkb_ray.analysis`. Empty until the store exists (issue 4 and later).
+Installed as `mkb_ray.analysis`. Public names are imported on first use (matplotlib only for the plots).
+- `propagation`: how claims propagate along chains (prevalence, survival, reinforcement vs dilution, inheritance,
+  attractor fits, coupling with outcomes, transition rates, the headline table).
+- `lineage_plots`: survival curves, prevalence per hop and one chain's lineage graph, as PNG and SVG.
 """
+from __future__ import annotations
+
+from mkb_ray._lazy import lazy_exports
+
+_PROPAGATION = ("ClaimNode", "HopOutcome", "Lineage", "PerHop", "AttractorFit", "TransitionRates", "UNANNOTATED",
+                "CHAIN_KEYS", "HOP_KEYS", "REINFORCEMENT_OUTCOMES", "TRANSITIONS", "category_of",
+                "prevalence", "lineages", "survival", "reinforcement", "parent_fate", "inheritance",
+                "fit_attractor", "prevalence_series", "attractors", "hop_effect", "coupling", "parent_transition",
+                "transition_rates", "headline_table")
+_PLOTS = ("plot_survival", "plot_prevalence", "plot_lineage_graph", "save_figure", "category_colours")
+
+_EXPORTS = {**{n: "mkb_ray.analysis.propagation" for n in _PROPAGATION},
+            **{n: "mkb_ray.analysis.lineage_plots" for n in _PLOTS}}
+__all__ = list(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)
