@@ -15,12 +15,16 @@ def mkb(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def test_eval_prints_a_json_verdict_and_exits_0():
-    result = mkb("eval", EXAMPLE_PROBLEM, str(SOLUTION), "--dsl", "tirx", "--device", "cpu", "--json",
-                 "--warmup", "1", "--timed", "3")
-    assert result.returncode == 0, result.stderr
-    verdict = json.loads(result.stdout)
-    assert verdict["tier"] in ("pass", "pass2x") and verdict["problem_id"] == EXAMPLE_PROBLEM
+def test_eval_prints_a_json_verdict_and_exits_0(tmp_path):
+    sources = []
+    for _ in range(2):  # the second judgement of the same problem finds its baselines cached
+        result = mkb("eval", EXAMPLE_PROBLEM, str(SOLUTION), "--dsl", "tirx", "--device", "cpu", "--json",
+                     "--warmup", "1", "--timed", "3", "--baselines", str(tmp_path))
+        assert result.returncode == 0, result.stderr
+        verdict = json.loads(result.stdout)
+        assert verdict["tier"] in ("pass", "pass2x") and verdict["problem_id"] == EXAMPLE_PROBLEM
+        sources.append(verdict["baseline_source"])
+    assert sources == ["measured", "cached"]
 
 
 def test_eval_of_a_failing_kernel_still_exits_0(tmp_path):

@@ -22,6 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="base seed of the draws (default: fresh)")
     add_problems_root(parser)
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    parser.add_argument("--baselines", type=Path, default=None, metavar="DIR",
+                        help="cache the eager/torch.compile baselines here, so that judging the same problem again "
+                             "skips measuring them (default: ~/.cache/mkb-ray/baselines; MKB_CACHE_DIR moves it)")
+    parser.add_argument("--fresh-baselines", action="store_true",
+                        help="measure the baselines for this judgement, ignoring (and not filling) the cache")
     add_judging_options(parser)
     parser.set_defaults(handler=run)
 
@@ -41,7 +46,7 @@ def resolve_problem(spec: str, root: Optional[Path]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..judge import judge_kernel
+    from ..judge import judge_kernel, ptx_cache_dir
     from ._console import make_console
 
     kernel = Path(args.kernel_file)
@@ -49,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"kernel file not found: {kernel}")
     problem = resolve_problem(args.problem, args.problems_root)
     limits, options = judging_from_args(args)
+    baselines = None if args.fresh_baselines else (args.baselines or ptx_cache_dir().parent / "baselines")
     verdict = judge_kernel(problem, kernel, args.dsl, args.device, preset=args.preset, seed=args.seed,
-                           limits=limits, options=options)
+                           limits=limits, options=options, baseline_cache_dir=baselines)
     if args.json:
         print(verdict.model_dump_json(indent=2))
         return 0
