@@ -42,10 +42,13 @@ _CUES: tuple[tuple[str, float, re.Pattern[str]], ...] = (
     ("bounded_failure_diagnosis", 0.30, re.compile(
         r"\b(failed|fails|failure|error|crash(ed)?|segfault|timed out|timeout|wrong|mismatch|did not compile|"
         r"didn't compile|rejected|NaN|overflow(ed)?|off by one|off-by-one|deadlock|hung)\b", re.IGNORECASE)),
-    ("unsupported_closure", 0.35, re.compile(
-        r"\b(cannot|can't|can not|not possible|impossible|no point|not worth|dead end|give up|wasted effort|"
-        r"do not (bother|try)|don't (bother|try)|keep the (eager|sequential|step-by-step)|leave it to (eager|torch)|"
-        r"no way to|is the minimum|nothing (left )?to gain|as fast as it gets|unavoidable)\b", re.IGNORECASE)),
+    ("unsupported_closure", 0.40, re.compile(
+        r"\b(cannot|can't|can not|not possible|impossible|no point|pointless|not worth|dead end|give up|"
+        r"wasted effort|do not (bother|try|swap|use|attempt)|don't (bother|try|swap|use)|"
+        r"keep the (eager|sequential|step-by-step)|leave it to (eager|torch)|no way to|is the minimum|"
+        r"nothing (left )?to gain|as fast as it gets|unavoidable|(will|can|would) never|makes no difference|"
+        r"no (benefit|gain)|already fast enough|not help|won't help|never (helps|pays|works|reach\w*))\b",
+        re.IGNORECASE)),
     ("verification_recipe", 0.30, re.compile(
         r"^(always )?(test|check|compare|verify|validate|run|assert|print|diff|try a ragged|before (submitting|"
         r"timing))\b|\b(before submitting|against the (fp64|float64|reference)|sanity check|unit test)\b",

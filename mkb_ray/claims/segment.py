@@ -55,7 +55,8 @@ def skill_sha(text: str) -> str:
 def segment(text: str) -> list[ClaimRecord]:
     """The claims of a SKILL.md, in reading order. An empty or claim-free text gives []."""
     sha = skill_sha(text)
-    spans = [s for block in _blocks(text) for s in _claims_in(text, block)]
+    clean = _blank_comments(text)   # cut where the reader sees text; the claims keep the original characters
+    spans = [s for block in _blocks(clean) for s in _claims_in(clean, block)]
     return [ClaimRecord(claim_id=f"{sha[:16]}.{i:03d}", skill_sha=sha, index=i, text=text[s.start:s.end],
                         start=s.start, end=s.end, section=s.section) for i, s in enumerate(spans)]
 
@@ -65,9 +66,8 @@ def _blank_comments(text: str) -> str:
     return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def _blocks(text: str) -> list[_Span]:
+def _blocks(clean: str) -> list[_Span]:
     """Runs of text that are claim material: paragraphs, list items and table rows, with their section."""
-    clean = _blank_comments(text)
     blocks: list[_Span] = []
     section = ""
     in_fence = False

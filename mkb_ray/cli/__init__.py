@@ -3,7 +3,8 @@
     problems.py  mkb problems list | validate      eval.py    mkb eval
     serve.py     mkb serve                          attempt.py mkb attempt
     plan.py      mkb plan                           run.py     mkb run
-    export.py    mkb export                         _common.py options several commands share
+    export.py    mkb export                         lineage.py mkb lineage
+    gold.py      mkb gold (the claim pipeline scored on the gold sets)   _common.py options several commands share
 
 A subcommand module has `HELP` (and optionally `DESCRIPTION`), `add_arguments(parser)`, which sets the handler,
 and imports nothing heavy at module level: torch, the DSLs, Ray, litellm and polars are imported inside the
@@ -20,7 +21,7 @@ from typing import Optional, Sequence
 from ._common import UsageError
 
 # In the order `mkb --help` lists them.
-SUBCOMMANDS = ("problems", "eval", "serve", "attempt", "plan", "run", "export")
+SUBCOMMANDS = ("problems", "eval", "serve", "attempt", "plan", "run", "export", "lineage", "gold")
 
 EXAMPLES = """examples:
   mkb problems list                                   # the shipped suite, with solutions per DSL
@@ -33,6 +34,8 @@ EXAMPLES = """examples:
   mkb plan experiments/chain-100.yaml                 # trial counts, dependencies, GPU-hour estimate
   mkb run experiments/quickstart.yaml                 # the embedded default campaign; rerun to resume
   mkb export runs/quickstart --parquet --results-json
+  mkb lineage runs/quickstart                         # claims, their lineage along chains, headline table, plots
+  mkb gold                                            # segmentation, annotators, matcher vs hand-labelled gold
 
 devices: 'cuda' judges a GPU kernel on the GPU (compiled to PTX only, tier compile_only, where there is none);
 'cpu' judges on this machine's CPU: CPU-target TIRx kernels (target="llvm") run for real, GPU kernels are

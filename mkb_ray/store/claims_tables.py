@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS annotations (
 CREATE TABLE IF NOT EXISTS lineage_edges (
     chain_id TEXT NOT NULL, hop INTEGER NOT NULL, parent_id TEXT NOT NULL REFERENCES claims (claim_id),
     child_id TEXT NOT NULL REFERENCES claims (claim_id), edge TEXT NOT NULL, similarity REAL NOT NULL,
-    matcher TEXT NOT NULL, PRIMARY KEY (chain_id, parent_id, child_id, matcher)
+    matcher TEXT NOT NULL, PRIMARY KEY (chain_id, hop, parent_id, child_id, matcher)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS lineage_edges_parent ON lineage_edges (parent_id);
 CREATE INDEX IF NOT EXISTS lineage_edges_child ON lineage_edges (child_id);
@@ -386,13 +386,13 @@ class ClaimTables:
                 raise RecordError(name, "hop", f"{e.hop} is past hops_done {hops_done}", kind="lineage edge")
             for field in ("parent_id", "child_id"):
                 _need(getattr(e, field), name, field, "lineage edge")
-            if e.parent_id == e.child_id:
-                raise RecordError(name, "child_id", "a claim cannot descend from itself", kind="lineage edge")
+            # parent_id == child_id is allowed: a hop that wrote its source SKILL.md unchanged has the same claims
+            # (claims are keyed by text), each copied from itself one hop earlier; the hop tells the two apart.
             row = LineageEdgeRow(e.chain_id, e.hop, e.parent_id, e.child_id, e.edge, e.similarity, e.matcher)
-            if rows.setdefault((e.parent_id, e.child_id), row) != row:
+            if rows.setdefault((e.hop, e.parent_id, e.child_id), row) != row:
                 raise RecordError(name, "edge", "appears twice in this batch, differently", kind="lineage edge")
         with self._lock:
-            missing = self._missing_claims(c for key in rows for c in key)
+            missing = self._missing_claims(c for key in rows for c in key[1:])
             if missing:
                 raise RecordError(missing[0], "claim_id", f"no such claim is stored ({len(missing)} claims of "
                                   "this batch's edges are missing): write_segmentation first", kind="lineage edge")

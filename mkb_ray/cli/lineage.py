@@ -1,0 +1,182 @@
+"""`mkb lineage RUN`: cut every SKILL.md of a run into claims, annotate them, match each chain hop to the one
+before, store it all (tables claims, annotations, lineage_edges), then print the headline table and write the
+tables, GraphML and plots. Exit codes: 0 done, 2 bad arguments or no run store, 3 the store is being written by
+another process (a campaign still running: rerun when it is done; `mkb lineage` is incremental).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "claims, annotations and claim lineage of a run's chains, with the propagation headline table and plots"
+DESCRIPTION = """Segment every stored SKILL.md of RUN into atomic claims, annotate each (category from the taxonomy,
+modality hedged/plain/absolute, support read from the attempt's own verdicts), match the claims of every chain hop
+to its source hop, and store the result in RUN's store. Incremental: a rerun does only new SKILL.md files and new
+hops. Then prints, per category: prevalence at hops 1/10/100, lineage survival, reinforcement vs dilution, and the
+attractor (fixed point, strength); and writes under --out (default RUN/lineage): headline.csv, nodes.parquet,
+edges.parquet, one GraphML file per chain (graphml/), survival.png/.svg, prevalence.png/.svg and the lineage graph
+of one chain (chain.png/.svg; --chain picks it).
+
+examples:
+  mkb lineage runs/quickstart                      # offline annotator (rules + local MiniLM)
+  mkb lineage runs/chain-100 --chain glm-5.3/moe/01_topk_softmax_renorm/chain0
+  mkb lineage runs/chain-10 --annotator glm-5.3 --api-base http://127.0.0.1:8000/v1
+  mkb lineage runs/quickstart --taxonomy my-taxonomy    # experiments/taxonomies/my-taxonomy.yaml (or a path)
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.add_argument("run", type=Path, metavar="RUN", help="the run directory (holds store.sqlite)")
+    parser.add_argument("--chain", metavar="ID", help="only this chain: '<model>/<problem>/chain<c>' or a unique "
+                                                      "suffix of it")
+    parser.add_argument("--annotator", default="offline", metavar="offline|MODEL",
+                        help="'offline' (rules + MiniLM, default) or a roster model name for the LLM annotator")
+    parser.add_argument("--api-base", metavar="URL", help="the LLM annotator's endpoint (a served roster model)")
+    parser.add_argument("--taxonomy", default="mkb-11", metavar="NAME|PATH",
+                        help="the claim taxonomy (default mkb-11: experiments/taxonomies/mkb-11.yaml)")
+    parser.add_argument("--threshold", type=float, default=None, metavar="COS",
+                        help="the matcher's similarity threshold (default: the one calibrated on the gold set)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="where tables and plots go (default RUN/lineage)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG/SVG plots")
+    parser.add_argument("--json", action="store_true", help="print the summary and headline table as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..claims.taxonomy import TaxonomyError, load_taxonomy
+    from ..lineage.match import DEFAULT_THRESHOLD
+    from ..store.sqlite_store import STORE_FILE, StoreError, StoreLocked
+
+    if not (args.run / STORE_FILE).is_file():
+        print(f"mkb lineage: no run store at {args.run / STORE_FILE}", file=sys.stderr)
+        return 2
+    try:
+        taxonomy = load_taxonomy(args.taxonomy)
+    except TaxonomyError as error:
+        print(f"mkb lineage: --taxonomy: {error}", file=sys.stderr)
+        return 2
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    if not -1.0 <= threshold <= 1.0:
+        print(f"mkb lineage: --threshold must be a cosine similarity in [-1, 1], got {threshold}", file=sys.stderr)
+        return 2
+    from ..store import RunStore
+
+    try:
+        store = RunStore(args.run)
+    except StoreLocked as error:
+        print(f"mkb lineage: {error}", file=sys.stderr)
+        return 3
+    except StoreError as error:
+        print(f"mkb lineage: {error}", file=sys.stderr)
+        return 2
+    with store:
+        try:
+            return _run(args, store, taxonomy, threshold)
+        except ValueError as error:   # an unknown --chain, a bad roster name
+            print(f"mkb lineage: {error}", file=sys.stderr)
+            return 2
+
+
+def _annotator(args: argparse.Namespace, taxonomy):  # type: ignore[no-untyped-def]
+    if args.annotator == "offline":
+        from ..claims.offline import OfflineAnnotator
+
+        return OfflineAnnotator(taxonomy)
+    from ..claims.llm_annotator import LLMAnnotator
+
+    return LLMAnnotator(args.annotator, taxonomy, api_base=args.api_base)
+
+
+def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  # type: ignore[no-untyped-def]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..lineage.pipeline import LineagePipeline, chain_hops
+    from ._console import make_console
+
+    console = make_console()
+    annotator = _annotator(args, taxonomy)
+    only = None
+    if args.chain:
+        only = next(iter(chain_hops(list(store.trial_rows()), args.chain)))
+    with Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=args.json, transient=False) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=max(total, 1))
+            bar.update(tasks[stage], completed=done, total=max(total, 1))
+
+        summary = LineagePipeline(store, annotator, taxonomy, threshold=threshold, progress=progress).run(only)
+    out: Path = args.out if args.out is not None else args.run / "lineage"
+    report = _write_outputs(store, summary, taxonomy, out, only, plots=not args.no_plots)
+    if args.json:
+        print(json.dumps({"summary": summary.__dict__, **report}, indent=2, default=str))
+        return 0
+    _print(console, summary, report)
+    return 0
+
+
+def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> dict:  # type: ignore[no-untyped-def]
+    import polars as pl
+
+    from ..analysis.lineage_data import load_lineage
+    from ..analysis.propagation import headline_table
+    from ..lineage.graph import chain_graph, write_graphml
+
+    data = load_lineage(store, summary.matcher, summary.annotator, summary.taxonomy, only)
+    out.mkdir(parents=True, exist_ok=True)
+    headline = headline_table(data.nodes, data.edges, categories=list(taxonomy.names))
+    headline.write_csv(out / "headline.csv")
+    written = [out / "headline.csv"]
+    if data.nodes:
+        pl.DataFrame([{**n.__dict__, "text": data.texts.get(n.claim_id, "")} for n in data.nodes]
+                     ).write_parquet(out / "nodes.parquet")
+        written.append(out / "nodes.parquet")
+    if data.edges:
+        pl.DataFrame([e.model_dump() for e in data.edges]).write_parquet(out / "edges.parquet")
+        written.append(out / "edges.parquet")
+    chains = sorted({n.chain_id for n in data.nodes})
+    for chain_id in chains:
+        graph = chain_graph(chain_id, data.nodes, data.edges, data.texts)
+        written.append(write_graphml(graph, out / "graphml" / (chain_id.replace("/", "__") + ".graphml")))
+    if plots and data.nodes:
+        from ..analysis.lineage_plots import plot_lineage_graph, plot_prevalence, plot_survival
+        from ..analysis.propagation import prevalence, survival
+
+        closure = taxonomy.closure_category
+        written += plot_prevalence(prevalence(data.nodes, list(taxonomy.names), n_boot=200), out / "prevalence",
+                                   categories=list(taxonomy.names))
+        curves = survival(data.nodes, data.edges, closure, n_boot=200)
+        if not curves.is_empty():
+            written += plot_survival(curves, out / "survival", title=f"Survival of {closure} lineages")
+        shown = only or chains[0]
+        written += plot_lineage_graph(data.nodes, data.edges, shown, out / "chain", categories=list(taxonomy.names),
+                                      focus_category=closure)
+    return {"headline": headline.to_dicts(), "written": [str(p) for p in written], "chains": len(chains),
+            "claims": len(data.nodes), "edges": len(data.edges)}
+
+
+def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-def]
+    from rich.table import Table
+
+    console.print(f"{len(summary.chains)} chain(s); {summary.skills_segmented} SKILL.md segmented now "
+                  f"({summary.claims_new} new claims), {summary.claims_annotated} annotated now "
+                  f"({summary.unannotated} unannotated), {summary.edges_new} new edges; "
+                  f"annotator {summary.annotator}, taxonomy {summary.taxonomy}, matcher {summary.matcher}")
+    rows = report["headline"]
+    if not rows:
+        console.print("no claims in this run's chains yet (no chain hop wrote a SKILL.md with claims)")
+        return
+    table = Table(title=f"claim propagation over {report['chains']} chain(s), {report['claims']} claims, "
+                        f"{report['edges']} edges")
+    columns = list(rows[0])
+    for column in columns:
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for row in rows:
+        table.add_row(*[v if isinstance(v, str) else "-" if v is None else f"{v:.3f}" for v in row.values()])
+    console.print(table)
+    console.print(f"wrote {len(report['written'])} files under {Path(report['written'][0]).parent}")
