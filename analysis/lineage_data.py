@@ -25,29 +25,33 @@ class LineageData:
 
 def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                  chain: Optional[str] = None) -> LineageData:
-    """Everything of the run's chains (or one chain id) that `mkb lineage` stored under this matcher/annotator."""
+    """Everything of the run's chains (or one chain id) that `mkb lineage` stored under this matcher/annotator.
+    Read chain by chain, so only one chain's claim records and annotations are in memory at a time."""
     rows = [r for r in store.trial_rows() if r.done]
     hops = [(m["chain"], int(m["hop"]), r) for r in rows if r.kind == "chain_hop" and (m := _HOP.match(r.trial_id))]
     if chain is not None:
         hops = [h for h in hops if h[0] == chain]
     base = {(m["chain"], m["dsl"]): r for r in rows if (m := _BASE.match(r.trial_id))}
     start_dsl = {c: r.dsl for c, k, r in hops if k == 0}
-    by_skill = store.claims_by_skill({r.skill_sha for _, _, r in hops if r.skill_sha})
-    ids = [c.claim_id for claims in by_skill.values() for c in claims]
-    notes = store.annotations(annotator, taxonomy, ids)
-    nodes, texts, outcomes = [], {}, []
+    by_chain: dict[str, list] = {}
     for chain_id, hop, row in sorted(hops, key=lambda h: (h[0], h[1])):
-        for claim in by_skill.get(row.skill_sha or "", []):
-            a = notes.get(claim.claim_id)
-            annotated = a is not None and a.status == "annotated"
-            nodes.append(ClaimNode(chain_id=chain_id, hop=hop, claim_id=claim.claim_id,
-                                   category=a.category if annotated else None,
-                                   modality=a.modality if annotated else None,
-                                   support=a.support if annotated else None,
-                                   model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl))
-            texts[claim.claim_id] = claim.text
-        b = base.get((chain_id, row.dsl))
-        outcomes.append(HopOutcome(chain_id=chain_id, hop=hop, tier=row.final_tier,
-                                   base_tier=b.final_tier if b is not None else None))
+        by_chain.setdefault(chain_id, []).append((hop, row))
+    nodes, texts, outcomes = [], {}, []
+    for chain_id, chain_hops in by_chain.items():
+        by_skill = store.claims_by_skill({r.skill_sha for _, r in chain_hops if r.skill_sha})
+        notes = store.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
+        for hop, row in chain_hops:
+            for claim in by_skill.get(row.skill_sha or "", []):
+                a = notes.get(claim.claim_id)
+                annotated = a is not None and a.status == "annotated"
+                nodes.append(ClaimNode(chain_id=chain_id, hop=hop, claim_id=claim.claim_id,
+                                       category=a.category if annotated else None,
+                                       modality=a.modality if annotated else None,
+                                       support=a.support if annotated else None,
+                                       model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl))
+                texts.setdefault(claim.claim_id, claim.text)
+            b = base.get((chain_id, row.dsl))
+            outcomes.append(HopOutcome(chain_id=chain_id, hop=hop, tier=row.final_tier,
+                                       base_tier=b.final_tier if b is not None else None))
     edges = [e for e in store.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
     return LineageData(nodes, edges, outcomes, texts)

@@ -37,7 +37,7 @@ _FIXED_POINT_EPS = 1e-9
 _MOD_RANK = {m: i for i, m in enumerate(MODALITIES)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClaimNode:
     """One claim of one hop's SKILL.md, as annotated. `start_dsl` is the chain's hop-0 DSL, `dsl` this hop's."""
 
@@ -52,7 +52,7 @@ class ClaimNode:
     dsl: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HopOutcome:
     """A hop's attempt against its solo baseline: final tiers (None: skipped) and final kernel times (ms)."""
 

@@ -237,7 +237,10 @@ target: cpu
         assert not runner.is_alive()
         assert result["run"].written == len(plan) and not result["run"].interrupted
         rows = list(store.trial_rows())
+        reasons = {r.trial_id: json.loads(store.record_json(r.trial_id) or "{}").get("final_verdict", {})
+                   for r in rows}
     assert {r.status for r in rows} == {"completed"}
     # The real judge's verdicts: the shipped CPU solutions pass (a killed evaluation was judged again).
-    assert {r.final_tier for r in rows} <= {"pass", "pass2x"}
+    assert {r.final_tier for r in rows} <= {"pass", "pass2x"}, {
+        tid: (v.get("tier"), v.get("rejected_by"), (v.get("reason") or "")[:300]) for tid, v in reasons.items()}
     assert all(r.synthetic for r in rows)

@@ -121,6 +121,8 @@ def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  #
 
 
 def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> dict:  # type: ignore[no-untyped-def]
+    from dataclasses import asdict
+
     import polars as pl
 
     from ..analysis.lineage_data import load_lineage
@@ -133,7 +135,7 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
     headline.write_csv(out / "headline.csv")
     written = [out / "headline.csv"]
     if data.nodes:
-        pl.DataFrame([{**n.__dict__, "text": data.texts.get(n.claim_id, "")} for n in data.nodes]
+        pl.DataFrame([{**asdict(n), "text": data.texts.get(n.claim_id, "")} for n in data.nodes]
                      ).write_parquet(out / "nodes.parquet")
         written.append(out / "nodes.parquet")
     if data.edges:
