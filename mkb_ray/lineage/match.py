@@ -78,15 +78,17 @@ def match_hops(chain_id: str, hop: int, parents: Sequence[MatchClaim], children:
         return []
     matcher = f"{MATCHER_VERSION}@{threshold:.2f}"
     sims = child_vectors @ parent_vectors.T
-    by_text: dict[str, int] = {}
+    # Identical texts are common among short clauses ("so trying is pointless"): each copy takes its own parent
+    # of that text, in order, so that a repeated clause is not counted as one copy and one loss.
+    by_text: dict[str, list[int]] = defaultdict(list)
     for j, p in enumerate(parents):
-        by_text.setdefault(normalise(p.text), j)
+        by_text[normalise(p.text)].append(j)
     best: dict[int, int] = {}
     copied: set[int] = set()
     for i, child in enumerate(children):
-        exact = by_text.get(normalise(child.text))
-        if exact is not None:
-            best[i] = exact
+        same = by_text.get(normalise(child.text))
+        if same:
+            best[i] = same.pop(0) if len(same) > 1 else same[0]
             copied.add(i)
             continue
         j = int(np.argmax(sims[i]))
