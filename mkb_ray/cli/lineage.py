@@ -93,14 +93,11 @@ def _annotator(args: argparse.Namespace, taxonomy):  # type: ignore[no-untyped-d
 def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..lineage.pipeline import LineagePipeline, chain_hops
+    from ..lineage.pipeline import LineagePipeline
     from ._console import make_console
 
     console = make_console()
     annotator = _annotator(args, taxonomy)
-    only = None
-    if args.chain:
-        only = next(iter(chain_hops(list(store.trial_rows()), args.chain)))
     with Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.json, transient=False) as bar:
         tasks: dict[str, int] = {}
@@ -110,7 +107,9 @@ def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  #
                 tasks[stage] = bar.add_task(stage, total=max(total, 1))
             bar.update(tasks[stage], completed=done, total=max(total, 1))
 
-        summary = LineagePipeline(store, annotator, taxonomy, threshold=threshold, progress=progress).run(only)
+        summary = LineagePipeline(store, annotator, taxonomy, threshold=threshold, progress=progress).run(args.chain)
+    # The pipeline resolved --chain (an id or a unique suffix) to the one chain it matched.
+    only = next(iter(summary.chains)) if args.chain else None
     out: Path = args.out if args.out is not None else args.run / "lineage"
     report = _write_outputs(store, summary, taxonomy, out, only, plots=not args.no_plots)
     if args.json:
