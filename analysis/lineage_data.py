@@ -3,16 +3,14 @@ stored edges, and each hop's outcome next to its chain's solo baseline in the sa
 writes it."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
+from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
 from ..store import RunStore
 from .propagation import ClaimNode, HopOutcome
 
-_HOP = re.compile(r"^(?P<chain>.+/chain\d+)/h(?P<hop>\d+)$")
-_BASE = re.compile(r"^(?P<chain>.+/chain\d+)/base_(?P<dsl>[a-z]+)_r0$")
 
 
 @dataclass(frozen=True)
@@ -28,10 +26,13 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
     """Everything of the run's chains (or one chain id) that `mkb lineage` stored under this matcher/annotator.
     Read chain by chain, so only one chain's claim records and annotations are in memory at a time."""
     rows = [r for r in store.trial_rows() if r.done]
-    hops = [(m["chain"], int(m["hop"]), r) for r in rows if r.kind == "chain_hop" and (m := _HOP.match(r.trial_id))]
+    hops = [(chain_id_of(r.model, r.problem_id, r.chain), r.hop, r) for r in rows
+            if r.kind == "chain_hop" and r.chain is not None and r.hop is not None]
     if chain is not None:
         hops = [h for h in hops if h[0] == chain]
-    base = {(m["chain"], m["dsl"]): r for r in rows if (m := _BASE.match(r.trial_id))}
+    # A hop's pairing partner: its chain's first solo baseline in the hop's DSL (replicate 0).
+    base = {(chain_id_of(r.model, r.problem_id, r.chain), r.dsl): r for r in rows
+            if r.kind == "chain_base" and r.chain is not None and r.replicate == 0}
     start_dsl = {c: r.dsl for c, k, r in hops if k == 0}
     by_chain: dict[str, list] = {}
     for chain_id, hop, row in sorted(hops, key=lambda h: (h[0], h[1])):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, AbstractSet, Callable, Iterator, Mapping, Opti
 from ..judge_worker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
 from .config import BENCHMARK_ARMS, ExperimentConfig, check_references, model_concurrency, resolve_agent, \
     resolve_target
-from ..records import Trial, TrialGraph
+from ..records import Trial, TrialGraph, chain_id_of
 
 if TYPE_CHECKING:
     from ..models.roster import ModelSpec
@@ -176,7 +176,7 @@ def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], p
         phash = problem_hashes[pid]
         for c in range(len(starts) * chains.per_cell):
             start = starts[c // chains.per_cell]
-            prefix = f"{model}/{pid}/chain{c}/"
+            prefix = f"{chain_id_of(model, pid, c)}/"
             previous: Optional[str] = None
             for k, dsl in enumerate(hop_dsls[start]):
                 tid = prefix + hop_names[k]

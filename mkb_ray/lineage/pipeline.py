@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, Sequence
@@ -22,14 +21,13 @@ from ..claims.embeddings import SentenceEncoder
 from ..claims.segment import SEGMENTER_VERSION, segment
 from ..claims.support import evidence_from_record
 from ..claims.taxonomy import Taxonomy
-from ..records import AttemptRecord
+from ..records import AttemptRecord, chain_id_of
 from ..records.claims import AnnotationRecord, ClaimRecord, EvidenceItem
 from ..store import RunStore, TrialRow
 from ..store.claims_tables import Segmentation
 from .match import DEFAULT_THRESHOLD, MATCHER_VERSION, MatchClaim, match_hops
 
 log = logging.getLogger(__name__)
-_CHAIN_ID = re.compile(r"^(?P<chain>.+/chain\d+)/h(?P<hop>\d+)$")
 _BATCH = 500   # SKILL.md files per store transaction
 
 
@@ -71,10 +69,10 @@ def chain_hops(rows: Sequence[TrialRow], only: Optional[str] = None) -> dict[str
     done hops that wrote a SKILL.md; `only` keeps one chain (its id, or a unique suffix of it)."""
     chains: dict[str, list[ChainHop]] = defaultdict(list)
     for row in rows:
-        match = _CHAIN_ID.match(row.trial_id)
-        if row.kind != "chain_hop" or match is None or not row.done or not row.skill_sha:
+        if row.kind != "chain_hop" or row.chain is None or row.hop is None or not row.done or not row.skill_sha:
             continue
-        chains[match["chain"]].append(ChainHop(match["chain"], int(match["hop"]), row))
+        cid = chain_id_of(row.model, row.problem_id, row.chain)
+        chains[cid].append(ChainHop(cid, row.hop, row))
     if only is not None:
         keep = [c for c in chains if c == only or c.endswith(only)]
         if len(keep) != 1:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from .attempt import (SCHEMA_VERSION, AttemptConfig, AttemptRecord, AttemptStatus, BudgetSpec, LLMCallRecord,
                       LLMUsage, StopReason, SubmissionRecord)
 from .dependencies import TrialGraph, downstream
-from .trial import Dsl, Target, Trial, TrialOutcome, TrialStatus
+from .trial import Dsl, Target, Trial, TrialOutcome, TrialStatus, chain_id_of
 from .verdict import CheckResult, CompileRecordModel, Tier, Verdict
 
 __all__ = ["SCHEMA_VERSION", "AttemptConfig", "AttemptRecord", "AttemptStatus", "BudgetSpec", "CheckResult",
            "CompileRecordModel", "Dsl", "LLMCallRecord", "LLMUsage", "StopReason", "SubmissionRecord", "Target",
-           "Tier", "Trial", "TrialGraph", "TrialOutcome", "TrialStatus", "Verdict", "downstream"]
+           "Tier", "Trial", "TrialGraph", "TrialOutcome", "TrialStatus", "Verdict", "chain_id_of", "downstream"]

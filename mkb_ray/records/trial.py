@@ -21,6 +21,11 @@ Target = Literal["gpu", "cpu"]
 TrialStatus = Literal["completed", "skipped", "error", "infra_error"]
 
 
+def chain_id_of(model: str, problem_id: str, chain: int) -> str:
+    """The id of a chain, `<model>/<problem>/chain<c>`: the prefix of its hops' and baselines' trial ids."""
+    return f"{model}/{problem_id}/chain{chain}"
+
+
 @dataclass(frozen=True, slots=True)
 class Trial:
     """One planned attempt."""

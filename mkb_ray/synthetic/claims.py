@@ -269,7 +269,7 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
            context: ClaimContext) -> list[SyntheticClaim]:
     """Hop k's claims from hop k-1's (see spec.EvolutionRates for the convention): mergeable pairs merge, then each
     other parent is dropped, paraphrased, strengthened, weakened, split or copied; Poisson(new_claims_per_hop) new
-    claims are put at random places and survivors move with reorder_prob. Claim ids `<context.id_prefix>.<k>` follow
+    claims (of ideas neither hop says otherwise) are put at random places and survivors move with reorder_prob. Claim ids `<context.id_prefix>.<k>` follow
     the returned order."""
     ev = spec.evolution
     t_drop = ev.drop_rate
@@ -323,8 +323,11 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
             (movers if rng.random() < ev.reorder_prob else stay).append(c)
     n_new = poisson(rng, ev.new_claims_per_hop)
     if n_new:
+        # A new claim's idea is said neither at this hop nor at the last: one that restated a claim of the source
+        # skill (say, a dropped one, in the same words) would be inherited for any reader, and its `new` label a
+        # ground truth that no lineage matcher could recover from the text.
         taken: set[tuple[Category, str]] = set()
-        for c in out:
+        for c in [*out, *parent_claims]:
             _cover(taken, c.category, c.idea)
         for _ in range(n_new):
             c = new_claim(spec, rng, context, "", taken)
