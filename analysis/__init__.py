@@ -1,6 +1,12 @@
 """Analysis of stored records (paired lift, standing, propagation, reports): reads records, never writes them.
 
 Installed as `mkb_ray.analysis`. Public names are imported on first use (matplotlib only for the plots).
+- `cells`: the paired units of the benchmark (source, base, skill attempts per cell-replicate) from the store.
+- `ladder`: MetaKernelBench's R@t ladder, S, lift and coverage (the one implementation; results.json uses it).
+- `paired`: help / harm / neutral, T, H and the ΔGM paired lift with bootstrap intervals; the noise threshold.
+- `standing`, `reverse`, `enrichment`: relative standing, reverse-direction coupling, category enrichment.
+- `chains`: each chain hop against its baseline, per-hop help/harm curves, received closures vs harm.
+- `results_json`: MetaKernelBench-compatible per-model results.json (`mkb export --results-json`).
 - `propagation`: how claims propagate along chains (prevalence, survival, reinforcement vs dilution, inheritance,
   attractor fits, coupling with outcomes, transition rates, the headline table).
 - `lineage_plots`: survival curves, prevalence per hop and one chain's lineage graph, as PNG and SVG.

@@ -9,8 +9,9 @@ from typing import Optional
 from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
 from ..store import RunStore
+from .cells import result_rows
+from .chains import hop_outcomes
 from .propagation import ClaimNode, HopOutcome
-
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,11 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
             if r.kind == "chain_hop" and r.chain is not None and r.hop is not None]
     if chain is not None:
         hops = [h for h in hops if h[0] == chain]
-    # A hop's pairing partner: its chain's first solo baseline in the hop's DSL (replicate 0).
-    base = {(chain_id_of(r.model, r.problem_id, r.chain), r.dsl): r for r in rows
-            if r.kind == "chain_base" and r.chain is not None and r.replicate == 0}
     start_dsl = {c: r.dsl for c, k, r in hops if k == 0}
     by_chain: dict[str, list] = {}
     for chain_id, hop, row in sorted(hops, key=lambda h: (h[0], h[1])):
         by_chain.setdefault(chain_id, []).append((hop, row))
-    nodes, texts, outcomes = [], {}, []
+    nodes, texts = [], {}
     for chain_id, chain_hops in by_chain.items():
         by_skill = store.claims_by_skill({r.skill_sha for _, r in chain_hops if r.skill_sha})
         notes = store.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
@@ -51,8 +49,6 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                                        support=a.support if annotated else None,
                                        model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl))
                 texts.setdefault(claim.claim_id, claim.text)
-            b = base.get((chain_id, row.dsl))
-            outcomes.append(HopOutcome(chain_id=chain_id, hop=hop, tier=row.final_tier,
-                                       base_tier=b.final_tier if b is not None else None))
     edges = [e for e in store.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
+    outcomes = [o for o in hop_outcomes(result_rows(store)) if chain is None or o.chain_id == chain]
     return LineageData(nodes, edges, outcomes, texts)

@@ -27,6 +27,8 @@ import polars as pl
 
 from mkb_ray.records.claims import EDGE_TYPES, MODALITIES, LineageEdgeRecord
 
+from .paired import DEFAULT_NOISE, compare
+
 UNANNOTATED = "unannotated"
 CHAIN_KEYS: tuple[str, ...] = ("model", "start_dsl", "pattern")
 HOP_KEYS: tuple[str, ...] = ("dsl", "direction")
@@ -579,24 +581,18 @@ def attractors(nodes: Iterable[ClaimNode], categories: Optional[Sequence[str]] =
 
 
 # ---------------------------------------------------------------------------------------------------- coupling
-def hop_effect(outcome: HopOutcome, noise: float = 0.05) -> str:
-    """help if the hop passes and its solo base fails, or both pass and the hop's time is lower by more than
-    `noise` (a fraction of the base's); harm is the mirror; otherwise (skips included) neutral."""
+def hop_effect(outcome: HopOutcome, noise: float = DEFAULT_NOISE) -> str:
+    """help / harm / neutral of a hop against its solo base, by the benchmark's rule (`paired.compare`); a skipped
+    hop or base (tier None) is neutral."""
     if outcome.tier is None or outcome.base_tier is None:
         return "neutral"
-    skill, base = outcome.tier in PASSING_TIERS, outcome.base_tier in PASSING_TIERS
-    if skill != base:
-        return "help" if skill else "harm"
-    if skill and outcome.skill_ms is not None and outcome.base_ms is not None:
-        if outcome.skill_ms < outcome.base_ms * (1 - noise):
-            return "help"
-        if outcome.base_ms < outcome.skill_ms * (1 - noise):
-            return "harm"
-    return "neutral"
+    return compare(outcome.tier in PASSING_TIERS, outcome.base_tier in PASSING_TIERS, outcome.skill_ms,
+                   outcome.base_ms, noise)
 
 
 def coupling(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord], outcomes: Iterable[HopOutcome],
-             category: Optional[str] = None, by: Sequence[str] = (), exposure: str = "inherited", noise: float = 0.05,
+             category: Optional[str] = None, by: Sequence[str] = (), exposure: str = "inherited",
+             noise: float = DEFAULT_NOISE,
              n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """Help/harm rates of hops (see `hop_effect`) grouped by exposure to `category`: `inherited` — the hop's own
     SKILL.md has a claim of the category with a live parent; `received` — the SKILL.md it was given (hop k-1's) has

@@ -9,7 +9,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from mkb_ray.store import RunStore, export_parquet, export_results_json
+from mkb_ray.analysis.results_json import export_results_json
+from mkb_ray.store import RunStore, export_parquet
 from mkb_ray.cli.export import add_arguments as add_export_arguments, run as export_from_args
 from test_store import MODEL, PROBLEMS, make_outcome, make_trials
 
@@ -90,7 +91,7 @@ def test_results_json_matches_the_store(tmp_path: Path) -> None:
         assert data["synthetic"] is False and data["schema"] == "mkb-ray/results-json/1"
         for attempt in data["attempts"]:
             row = stored[attempt["trial_id"]]
-            assert row.model == data["model"] and row.done
+            assert row.model == data["roster_model"] and row.done
             assert attempt["tier"] == row.final_tier and attempt["status"] == row.status
             seen.append(attempt["trial_id"])
     assert sorted(seen) == sorted(done)                     # every done trial exactly once
@@ -103,7 +104,7 @@ def test_results_json_matches_the_store(tmp_path: Path) -> None:
     assert cell["cell"] == {"problem": "01_fused_add_rmsnorm", "category": "mlp_norm", "direction": "cutedsl2tirx",
                             "source_task": "01_fused_add_rmsnorm_cutedsl", "target_task": "01_fused_add_rmsnorm_tirx"}
     rep = cell["replicates"][0]
-    assert rep["resolved"] and rep["n_replicate"] == 0
+    assert rep["resolved"] and rep["n_replicate"] == 1                   # 1-based, as in MKB
     assert rep["source"]["rewards"] == {"imported": 1.0, "correct": 1.0, "speedup_vs_eager": 1.2, "passed": 1.0}
     assert rep["base"]["rewards"]["passed"] == 0.0 and rep["skill"]["rewards"]["speedup_vs_eager"] == 2.5
     assert rep["source"]["usage"]["n_input_tokens"] == stored[f"{MODEL}/{PROBLEMS[0]}/r0/solo_cutedsl"].prompt_tokens

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..store.export import export_parquet, export_results_json
+    from ..analysis.results_json import export_results_json
+    from ..store.export import export_parquet
     from ..store.sqlite_store import STORE_FILE, StoreError
 
     run_dir: Path = args.run

@@ -151,13 +151,19 @@ class CheckerPool:
             self._ready.append(CheckerProcess(self.device))
 
     def take(self, device: str) -> CheckerProcess:
+        """A warm spare (or a fresh checker when none is left). Its replacement is not started here but by
+        `replenish`, once the judgement is over: a checker starting up (importing torch and both DSLs) beside a
+        kernel's timed draws slowed them by up to 8x on 2 cores (benchmarks/timing_noise.py, spares 1 vs 0)."""
         if device != self.device:
             return CheckerProcess(device)
         with self._lock:
             self._ready = [c for c in self._ready if c.alive()]
-            checker = self._ready.pop(0) if self._ready else CheckerProcess(device)
-            self._fill()  # the replacement starts now, while this one judges
-        return checker
+            return self._ready.pop(0) if self._ready else CheckerProcess(device)
+
+    def replenish(self) -> None:
+        """Start spares up to `spares` again (after a judgement, see `take`)."""
+        with self._lock:
+            self._fill()
 
     def close(self) -> None:
         with self._lock:
@@ -223,6 +229,10 @@ def run_worker(message: dict[str, Any], limits: JudgeLimits, pool: Optional[Chec
     """Send `message` (with 'request' and 'mode') to a checker (a pool's spare, or a fresh one) and wait."""
     if message.get("mode") == "screen":  # no candidate: no kernel process
         checker = CheckerProcess(device, kernel_process=False)
-    else:
-        checker = pool.take(device) if pool is not None else CheckerProcess(device)
-    return checker.run(message, limits)
+        return checker.run(message, limits)
+    if pool is None:
+        return CheckerProcess(device).run(message, limits)
+    try:
+        return pool.take(device).run(message, limits)
+    finally:
+        pool.replenish()

@@ -1,5 +1,6 @@
 """The run store: SQLite (WAL) + content-addressed artifacts in the run directory — the source of truth of a
-campaign. The driver is its single writer; exports (parquet, MetaKernelBench results.json) read it.
+campaign. The driver is its single writer; the parquet export reads it (MetaKernelBench results.json is the
+analysis's: `mkb_ray.analysis.results_json`).
 
     with RunStore(run_dir) as store:
         store.set_meta(config_json, config_hash, synthetic=False)
@@ -14,12 +15,12 @@ from .sqlite_store import (SCHEMA_VERSION, STANDARD_EVENT_KINDS, TERMINAL_STATUS
 
 __all__ = ["ArtifactMissing", "ArtifactStore", "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore",
            "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StoreError", "StoreLocked", "TERMINAL_STATUSES",
-           "TrialRow", "export_parquet", "export_results_json"]
+           "TrialRow", "export_parquet"]
 
 
 def __getattr__(name: str):
     # The exports import polars inside their functions; the module itself is light, but keep it lazy anyway.
-    if name in ("export_parquet", "export_results_json"):
+    if name == "export_parquet":
         from . import export
 
         return getattr(export, name)
