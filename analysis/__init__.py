@@ -5,6 +5,7 @@ Installed as `mkb_ray.analysis`. Public names are imported on first use (matplot
 - `ladder`: MetaKernelBench's R@t ladder, S, lift and coverage (the one implementation; results.json uses it).
 - `paired`: help / harm / neutral, T, H and the ΔGM paired lift with bootstrap intervals; the noise threshold.
 - `standing`, `reverse`, `enrichment`: relative standing, reverse-direction coupling, category enrichment.
+- `attribution`: why a skill harmed (rule-based causes of harmed cell-replicates).
 - `chains`: each chain hop against its baseline, per-hop help/harm curves, received closures vs harm.
 - `results_json`: MetaKernelBench-compatible per-model results.json (`mkb export --results-json`).
 - `propagation`: how claims propagate along chains (prevalence, survival, reinforcement vs dilution, inheritance,

@@ -57,6 +57,8 @@ class Attempt:
     skill_sha: Optional[str] = None
     stop_reason: Optional[str] = None
     error: Optional[str] = None
+    compiled: Optional[bool] = None      # the final verdict's (None: no final verdict)
+    correct: Optional[bool] = None
 
     @property
     def passed(self) -> bool:
@@ -83,7 +85,12 @@ def attempt_of(row: Optional[dict[str, Any]]) -> Optional[Attempt]:
         return None
     return Attempt(trial_id=row["trial_id"], status=row["status"], tier=row["final_tier"],
                    speedup=row["f_speedup"], kernel_ms=row["f_kernel_ms"], eager_ms=row["f_eager_ms"],
-                   skill_sha=row.get("skill_sha"), stop_reason=row["stop_reason"], error=row["error"])
+                   skill_sha=row.get("skill_sha"), stop_reason=row["stop_reason"], error=row["error"],
+                   compiled=_flag(row.get("f_compiled")), correct=_flag(row.get("f_correct")))
+
+
+def _flag(value: Any) -> Optional[bool]:
+    return None if value is None else bool(value)
 
 
 @dataclass(frozen=True, slots=True)

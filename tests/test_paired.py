@@ -199,3 +199,31 @@ def test_ladder_table_by_hand():
     assert mlp["lift_S"] == pytest.approx(100 / 3) and mlp["lift_R@4"] == pytest.approx(1 / 3)
     assert mlp["lift_S_lo"] <= mlp["lift_S"] <= mlp["lift_S_hi"]
     assert (mlp["n_cells"], mlp["source_coverage"]) == (3, pytest.approx(2 / 3))
+
+
+def test_failure_attribution_rules_by_hand():
+    from dataclasses import replace
+
+    from mkb_ray.analysis.attribution import attribute, attribution_table
+
+    src, base = a("pass", 0.5), a("pass", 0.5)
+
+    def harmed(skill: Attempt, **kw) -> CellReplicate:
+        return cr(src, base, replace(skill, **kw))
+
+    noise = PairingRules(noise=0.05)
+    # Both pass, skill 0.53 ms vs base 0.5: ratio 1.06 > 1.05 (harm) but <= 1.05^2 = 1.1025 -> measurement noise.
+    assert attribute(harmed(a("pass", 0.53), stop_reason="finished"), None, noise) == "measurement_noise"
+    assert attribute(harmed(a("fail"), stop_reason="finished", compiled=False), None) == "execution_error"
+    assert attribute(harmed(a("fail"), stop_reason="tokens"), None) == "budget_exhaustion"
+    assert attribute(harmed(a("fail"), stop_reason="submissions"), None) == "search_truncation"
+    # Stopped for another reason (an LLM error) with a kernel that did not compile, after a skill full of source-DSL
+    # details: the transfer; with unsupported closures instead: their adoption; with neither: unattributed.
+    failed = dict(stop_reason="llm_error", compiled=False)
+    assert attribute(harmed(a("fail"), **failed), frozenset({"dsl_specific_detail"})) == "dsl_mismatch_transfer"
+    assert attribute(harmed(a("fail"), **failed), frozenset({"unsupported_closure"})) == "unverified_adoption"
+    assert attribute(harmed(a("fail"), **failed), frozenset({"workload_census"})) == "unattributed"
+    # The table counts harmed cell-replicates only: FIXTURE's one harm (P4: skill fail, stop reason unknown, no
+    # annotated source) is unattributed.
+    table = attribution_table(FIXTURE, {}, by=())
+    assert table.to_dicts() == [{"cause": "unattributed", "n": 1, "share": 1.0}]
