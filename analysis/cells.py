@@ -132,22 +132,33 @@ def family_of(problem_id: str) -> str:
 
 def cell_replicates(rows: Iterable[dict[str, Any]]) -> list[CellReplicate]:
     """Every (model, target, problem, direction, replicate) with at least one of its benchmark trials run, in a
-    stable order (model, target, problem, direction, replicate)."""
-    arms: dict[tuple[str, str, str], dict[tuple[int, str], dict[str, Any]]] = defaultdict(dict)
+    stable order (model, target, problem, direction, replicate).
+
+    A cell's target is that of its base and skill attempts (both in the target DSL). The source only hands over
+    its SKILL.md and its tier, so it is taken from the same target when there is one, else from the other: on a
+    machine without a GPU the quickstart's CuTe DSL solos are judged on the GPU target (compile only) and its TIRx
+    ones on the CPU target, and a cutedsl2tirx cell there is (cutedsl solo @gpu, tirx solo @cpu, skill @cpu)."""
+    arms: dict[tuple[str, str], dict[tuple[int, str], dict[str, dict[str, Any]]]] = defaultdict(dict)
     for row in rows:
         if row["kind"] == "benchmark":
-            arms[row["model"], row["target"], row["problem_id"]][row["replicate"], row["arm_name"]] = row
+            arms[row["model"], row["problem_id"]].setdefault((row["replicate"], row["arm_name"]), {})[
+                row["target"]] = row
     out = []
-    for (model, target, problem_id), by_arm in sorted(arms.items()):
-        numbers = sorted({r for (r, _), row in by_arm.items() if row["status"] != "planned"})
+    for (model, problem_id), by_arm in arms.items():
+        numbers = sorted({r for (r, _), by_target in by_arm.items()
+                          if any(row["status"] != "planned" for row in by_target.values())})
         for direction in DIRECTIONS:
             source, dst = direction.split("2")
             for n in numbers:
-                out.append(CellReplicate(model, target, problem_id, family_of(problem_id), direction, n,
-                                         attempt_of(by_arm.get((n, f"solo_{source}"))),
-                                         attempt_of(by_arm.get((n, f"solo_{dst}"))),
-                                         attempt_of(by_arm.get((n, f"{direction}_skill")))))
-    return out
+                base_rows = by_arm.get((n, f"solo_{dst}"), {})
+                skill_rows = by_arm.get((n, f"{direction}_skill"), {})
+                source_rows = by_arm.get((n, f"solo_{source}"), {})
+                for target in sorted(set(base_rows) | set(skill_rows)):
+                    src = source_rows.get(target) or next(iter(source_rows.values()), None)
+                    out.append(CellReplicate(model, target, problem_id, family_of(problem_id), direction, n,
+                                             attempt_of(src), attempt_of(base_rows.get(target)),
+                                             attempt_of(skill_rows.get(target))))
+    return sorted(out, key=lambda c: (c.model, c.target, c.problem_id, c.direction, c.replicate))
 
 
 def group_key(cr: CellReplicate, by: Sequence[str]) -> tuple[str, ...]:

@@ -80,7 +80,8 @@ def export_results_json(run_dir: Path, out_dir: Path) -> list[Path]:
         slug = re.sub(r"[^0-9A-Za-z._-]+", "-", model)
         if target == "cpu" and "gpu" in targets[model]:
             slug += "@cpu"
-        payload = _results(model, target, model_rows, meta, generated_at, Path(run_dir))
+        every_target = [r for r in rows if r["model"] == model]  # a cell's source may sit on the other target
+        payload = _results(model, target, model_rows, every_target, meta, generated_at, Path(run_dir))
         path = out_dir / slug / "results.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic(path, json.dumps(payload, indent=2))
@@ -163,12 +164,14 @@ def _summary(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """MKB's cells: per (problem, direction), the metrics and every replicate's three TrialRecords."""
+def _cells(rows: list[dict[str, Any]], target: str) -> list[dict[str, Any]]:
+    """MKB's cells of one target: per (problem, direction), the metrics and every replicate's three TrialRecords.
+    `rows`: the model's trials on every target (analysis.cells.cell_replicates pairs them)."""
     by_id = {r["trial_id"]: r for r in rows}
     grouped: dict[tuple[str, str], list[CellReplicate]] = defaultdict(list)
     for cr in cell_replicates(rows):
-        grouped[cr.problem_id, cr.direction].append(cr)
+        if cr.target == target:
+            grouped[cr.problem_id, cr.direction].append(cr)
     cells = []
     for (problem_id, direction), replicates in sorted(grouped.items(), key=lambda kv: (_split(kv[0][0]), kv[0][1])):
         problem, family = _split(problem_id)
@@ -224,9 +227,9 @@ def provider_id(model: str) -> str:
     return spec.api_litellm_id or spec.hf_repo or model
 
 
-def _results(model: str, target: str, rows: list[dict[str, Any]], meta: dict[str, Any], generated_at: str,
-             run_dir: Path) -> dict[str, Any]:
-    cells = _cells(rows)
+def _results(model: str, target: str, rows: list[dict[str, Any]], every_target: list[dict[str, Any]],
+             meta: dict[str, Any], generated_at: str, run_dir: Path) -> dict[str, Any]:
+    cells = _cells(every_target, target)
     overall = _overall(cells)
     for cell in cells:
         del cell["_crs"]

@@ -227,3 +227,20 @@ def test_failure_attribution_rules_by_hand():
     # annotated source) is unattributed.
     table = attribution_table(FIXTURE, {}, by=())
     assert table.to_dicts() == [{"cause": "unattributed", "n": 1, "share": 1.0}]
+
+
+def test_a_cells_source_may_sit_on_the_other_target():
+    # The quickstart on a machine without a GPU: CuTe DSL solos judged on the GPU target (compile only), TIRx ones
+    # and the cutedsl2tirx skill attempt on the CPU target. The cell is on the CPU target, with the GPU-target
+    # CuTe solo as its source; no CPU-target cutedsl attempt exists, so tirx2cutedsl is a GPU-target cell.
+    rows = [row("m/p/r0/solo_cutedsl", "m", "mlp_norm/p", "solo_cutedsl", "compile_only"),
+            row("m/p/r0/solo_tirx", "m", "mlp_norm/p", "solo_tirx", "fail"),
+            row("m/p/r0/cutedsl2tirx_skill", "m", "mlp_norm/p", "cutedsl2tirx_skill", "pass", 0.5)]
+    rows[0]["target"] = "gpu"
+    rows[1]["target"] = rows[2]["target"] = "cpu"
+    cells = {(c.direction, c.target): c for c in cell_replicates(rows)}
+    forward = cells["cutedsl2tirx", "cpu"]
+    assert forward.resolved and forward.source.trial_id == "m/p/r0/solo_cutedsl" and outcome(forward) == "help"
+    reverse = cells["tirx2cutedsl", "gpu"]
+    assert reverse.source.trial_id == "m/p/r0/solo_tirx" and reverse.skill is None and not reverse.resolved
+    assert set(cells) == {("cutedsl2tirx", "cpu"), ("tirx2cutedsl", "gpu")}

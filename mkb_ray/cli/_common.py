@@ -60,3 +60,15 @@ def judging_from_args(args: argparse.Namespace) -> tuple[Any, JudgeOptions]:
     except ValueError as err:
         raise UsageError(str(err)) from None
     return JudgeLimits(timeout_s=args.timeout_s), options
+
+
+def store_missing(run_dir: Path, command: str) -> bool:
+    """True (after saying so on stderr) when `run_dir` holds no run store; the caller exits 2."""
+    import sys
+
+    from ..store.sqlite_store import STORE_FILE
+
+    if (run_dir / STORE_FILE).is_file():
+        return False
+    print(f"mkb {command}: no run store at {run_dir / STORE_FILE}", file=sys.stderr)
+    return True

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ._common import store_missing
+
 HELP = "export a run's store as parquet tables and per-model results.json"
 DESCRIPTION = ("Write RUN's store as polars-readable parquet tables and MetaKernelBench-style results.json files "
                "(synthetic rows are labelled).")
@@ -25,11 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.results_json import export_results_json
     from ..store.export import export_parquet
-    from ..store.sqlite_store import STORE_FILE, StoreError
+    from ..store.sqlite_store import StoreError
 
     run_dir: Path = args.run
-    if not (run_dir / STORE_FILE).is_file():
-        print(f"mkb export: no run store at {run_dir / STORE_FILE}", file=sys.stderr)
+    if store_missing(run_dir, "export"):
         return 2
     out: Path = args.out if args.out is not None else run_dir / "export"
     both = not args.parquet and not args.results_json

@@ -87,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
             for i, a in enumerate(names) for b in names[i + 1:]}
     report["matcher"] = _matcher(args.gold / "lineage", annotators)
     if args.synthetic > 0:
-        from ..lineage.recovery import recovery_table
-
         from ..claims.offline import OfflineAnnotator
+        from ..lineage.recovery import recovery_table
 
         offline = next((a for a in annotators if isinstance(a, OfflineAnnotator)), None) or OfflineAnnotator(taxonomy)
         table = recovery_table(args.synthetic, 100, args.synthetic_seed, taxonomy.closure_category, offline)

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+from ._common import store_missing
+
 HELP = "claims, annotations and claim lineage of a run's chains, with the propagation headline table and plots"
 DESCRIPTION = """Segment every stored SKILL.md of RUN into atomic claims, annotate each (category from the taxonomy,
 modality hedged/plain/absolute, support read from the attempt's own verdicts), match the claims of every chain hop
@@ -48,10 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..claims.taxonomy import TaxonomyError, load_taxonomy
     from ..lineage.match import DEFAULT_THRESHOLD
-    from ..store.sqlite_store import STORE_FILE, StoreError, StoreLocked
+    from ..store.sqlite_store import StoreError, StoreLocked
 
-    if not (args.run / STORE_FILE).is_file():
-        print(f"mkb lineage: no run store at {args.run / STORE_FILE}", file=sys.stderr)
+    if store_missing(args.run, "lineage"):
         return 2
     try:
         taxonomy = load_taxonomy(args.taxonomy)

@@ -12,9 +12,11 @@ from __future__ import annotations
 from .artifacts import ArtifactMissing, ArtifactStore
 from .sqlite_store import (SCHEMA_VERSION, STANDARD_EVENT_KINDS, TERMINAL_STATUSES, Event, OutcomeConflict,
                            PlanSync, RecordError, RunStore, Segmentation, StoreError, StoreLocked, TrialRow)
+from ._outcome_rows import SubmissionRow
 
 __all__ = ["ArtifactMissing", "ArtifactStore", "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore",
-           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StoreError", "StoreLocked", "TERMINAL_STATUSES",
+           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StoreError", "StoreLocked", "SubmissionRow",
+           "TERMINAL_STATUSES",
            "TrialRow", "export_parquet"]
 
 

@@ -1,0 +1,210 @@
+"""The benchmark's tables for the report, each computed by its analysis module (nothing is re-computed here):
+paired outcomes (`paired.paired_table`), the MKB ladder (`ladder.group_summary`), relative standing
+(`standing.standing_table`), reverse-direction coupling (`reverse.reverse_table`), per-problem ΔGM
+(`paired.paired_table` over each problem's cell-replicates) and category enrichment (`enrichment`). Each comes as a
+`TableView` whose rows know the cell-replicates they aggregate, selected with the same helpers the metrics use
+(`cells.group_key`, `paired.outcome`, `standing.standing`).
+
+Pure: takes cell-replicates (and, for enrichment, the categories of each source SKILL.md), returns views.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Mapping, Optional, Sequence
+
+import polars as pl
+
+from ..cells import CellReplicate, group_key
+from ..enrichment import enrichment_table
+from ..ladder import RUNGS, group_summary
+from ..paired import DEFAULT_NOISE, PairingRules, outcome, paired_table
+from ..reverse import reverse_direction, reverse_table
+from ..standing import standing, standing_table
+from .views import Column, Members, TableView, integer, interval, num, number, text
+
+ALL = "all"
+
+
+def _group(replicates: Sequence[CellReplicate], by: Sequence[str], key: tuple, resolved: bool = True
+           ) -> list[CellReplicate]:
+    return [cr for cr in replicates if (cr.resolved or not resolved) and group_key(cr, by) == key]
+
+
+def noise_text(rules: PairingRules) -> str:
+    """The pairing's noise allowance in words: the fixed one, or the measured one per target."""
+    if rules.noise is not None:
+        return f"{rules.noise:.0%}"
+    from .. import paired
+
+    measured = getattr(paired, "NOISE_BY_TARGET", {})
+    return "the measured timing noise of its target" + (
+        " (" + ", ".join(f"{t} {v:.0%}" for t, v in sorted(measured.items())) + ")" if measured else "")
+
+
+def _label(by: Sequence[str], row: Mapping) -> str:
+    return ", ".join(f"{k} {row[k]}" for k in by) or "all cell-replicates"
+
+
+def paired_view(replicates: Sequence[CellReplicate], by: Sequence[str], name: str, title: str,
+                rules: PairingRules, n_boot: int) -> TableView:
+    """T, H, neutral and ΔGM per group (`by` () for the overall row)."""
+    frame = paired_table(replicates, by=by, rules=rules, n_boot=n_boot)
+    columns = [Column(k, text(k), numeric=False) for k in by] + [
+        Column("cells", integer("n_cells")), Column("pairs", integer("n_pairs")),
+        Column("help", integer("n_help")), Column("harm", integer("n_harm")), Column("neutral", integer("n_neutral")),
+        Column("T", number("T", ci=True)), Column("H", number("H", ci=True)),
+        Column("ΔGM", number("dgm", ci=True, sign=True)), Column("ΔGM cells", integer("n_dgm"))]
+    members = [Members(f"{title}: {_label(by, row)}", tuple(_group(replicates, by, tuple(row[k] for k in by))))
+               for row in frame.iter_rows(named=True)]
+    note = (f"Resolved cell-replicates only. Help: the skill passes and the base fails, or both pass and the base is "
+            f"slower by more than {noise_text(rules)}; ΔGM: geometric-mean end-to-end speedup of skill over base "
+            f"− 1 (a failed attempt at {rules.fail_factor:g}× eager). Intervals: bootstrap over cells, {n_boot} "
+            "resamples.")
+    return TableView(name, title, frame, columns, members, note)
+
+
+def ladder_view(replicates: Sequence[CellReplicate]) -> TableView:
+    """MKB's ladder per model × direction (and overall per direction): base, skill and lift for every rung."""
+    groups: dict[tuple[str, str], list[CellReplicate]] = defaultdict(list)
+    for cr in replicates:
+        groups[cr.model, cr.direction].append(cr)
+        groups[ALL, cr.direction].append(cr)
+    rows, members = [], []
+    for (model, direction), crs in sorted(groups.items(), key=lambda kv: (kv[0][0] == ALL, kv[0])):
+        s = group_summary(crs)
+        row = {"model": model, "direction": direction, "n_cell_replicates": s["n_cell_replicates"],
+               "n_resolved": s["n_resolved"], "source_coverage": s["source_coverage"],
+               "skill_coverage": s["skill_coverage"]}
+        for arm in ("base", "skill", "lift"):
+            for rung in RUNGS:
+                row[f"{arm}_{rung}"] = None if s[arm] is None else s[arm][rung]
+        rows.append(row)
+        members.append(Members(f"MKB ladder: model {model}, direction {direction}", tuple(crs)))
+    schema = {"model": pl.Utf8, "direction": pl.Utf8, "n_cell_replicates": pl.Int64, "n_resolved": pl.Int64,
+              "source_coverage": pl.Float64, "skill_coverage": pl.Float64,
+              **{f"{arm}_{rung}": pl.Float64 for arm in ("base", "skill", "lift") for rung in RUNGS}}
+    frame = pl.DataFrame(rows, schema=schema)
+    columns = [Column("model", text("model"), False), Column("direction", text("direction"), False),
+               Column("resolved", lambda r: f"{r['n_resolved']}/{r['n_cell_replicates']}"),
+               Column("src cov", number("source_coverage", 2)), Column("skill cov", number("skill_coverage", 2))]
+    for arm in ("base", "skill", "lift"):
+        for rung in RUNGS:
+            digits = 1 if rung == "S" else 2
+            columns.append(Column(f"{arm} {rung}", number(f"{arm}_{rung}", digits, sign=arm == "lift")))
+    note = ("MetaKernelBench's ladder over resolved cell-replicates: R@t = share passed with speedup ≥ t, "
+            "S = 100 × mean R@t; a skipped skill attempt counts as its base; lift = skill − base.")
+    return TableView("ladder", "MKB ladder (R@t and S)", frame, columns, members, note)
+
+
+def standing_view(replicates: Sequence[CellReplicate], rules: PairingRules) -> TableView:
+    frame = standing_table(replicates, by=("model",), rules=rules)
+    members = [Members(f"Relative standing: model {row['model']}, source {row['standing']} base",
+                       tuple(cr for cr in _group(replicates, ("model",), (row["model"],))
+                             if standing(cr) == row["standing"]))
+               for row in frame.iter_rows(named=True)]
+    columns = [Column("model", text("model"), False), Column("source vs base", text("standing"), False),
+               Column("n", integer("n")), Column("help", integer("n_help")), Column("harm", integer("n_harm")),
+               Column("help rate", number("help_rate")), Column("harm rate", number("harm_rate"))]
+    note = "The source attempt's final tier against the base's (fail < pass < pass2x); resolved cell-replicates."
+    return TableView("standing", "Relative standing", frame, columns, members, note)
+
+
+def reverse_view(replicates: Sequence[CellReplicate], rules: PairingRules) -> TableView:
+    frame = reverse_table(replicates, by=("model",), rules=rules)
+    index = {(cr.model, cr.target, cr.problem_id, cr.replicate, cr.direction): cr for cr in replicates if cr.resolved}
+    members = []
+    for row in frame.iter_rows(named=True):
+        picked: list[CellReplicate] = []
+        for cr in _group(replicates, ("model",), (row["model"],)):
+            if cr.direction != row["direction"] or outcome(cr, rules) != row["given"]:
+                continue
+            other = index.get((cr.model, cr.target, cr.problem_id, cr.replicate, reverse_direction(cr.direction)))
+            if other is not None:
+                picked += [cr, other]
+        members.append(Members(f"Reverse coupling: model {row['model']}, {row['given']} in {row['direction']} "
+                               "and its reverse", tuple(picked)))
+    columns = [Column("model", text("model"), False), Column("direction", text("direction"), False),
+               Column("given", text("given"), False), Column("n given", integer("n_given")),
+               Column("reverse help", number("share_help")), Column("reverse harm", number("share_harm")),
+               Column("reverse neutral", number("share_neutral"))]
+    note = "Of the cell-replicates with the given outcome in a direction, how their reverse (b2a) came out."
+    return TableView("reverse", "Reverse-direction coupling", frame, columns, members, note)
+
+
+def problem_lift_view(replicates: Sequence[CellReplicate], rules: PairingRules, n_boot: int) -> TableView:
+    """ΔGM per problem and direction: `paired_table` over each problem's cell-replicates."""
+    by_problem: dict[str, list[CellReplicate]] = defaultdict(list)
+    for cr in replicates:
+        by_problem[cr.problem_id].append(cr)
+    parts, members = [], []
+    for problem, crs in sorted(by_problem.items()):
+        part = paired_table(crs, by=("direction",), rules=rules, n_boot=n_boot)
+        if part.is_empty():
+            continue
+        part = part.select("direction", "n_cells", "n_pairs", "n_dgm", "dgm", "dgm_lo", "dgm_hi")
+        parts.append(part.with_columns(pl.lit(problem).alias("problem_id")).select("problem_id", pl.all().exclude(
+            "problem_id")))
+        members += [Members(f"Per-problem ΔGM: {problem}, {d}", tuple(_group(crs, ("direction",), (d,))))
+                    for d in part["direction"].to_list()]
+    frame = (pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={
+        "problem_id": pl.Utf8, "direction": pl.Utf8, "n_cells": pl.Int64, "n_pairs": pl.Int64, "n_dgm": pl.Int64,
+        "dgm": pl.Float64, "dgm_lo": pl.Float64, "dgm_hi": pl.Float64}))
+    columns = [Column("problem", text("problem_id"), False), Column("direction", text("direction"), False),
+               Column("cells", integer("n_cells")), Column("pairs", integer("n_pairs")),
+               Column("ΔGM", number("dgm", ci=True, sign=True))]
+    return TableView("problem_lift", "Per-problem lift (ΔGM)", frame, columns, members,
+                     "ΔGM paired lift of each problem's resolved cell-replicates, per direction.")
+
+
+def enrichment_view(replicates: Sequence[CellReplicate], categories_of: Mapping[str, frozenset[str]],
+                    categories: Sequence[str], rules: PairingRules, n_boot: int,
+                    labels: str) -> TableView:
+    """Presence of each category among helped vs harmed cell-replicates' source SKILL.md, per model."""
+    frame = enrichment_table(replicates, categories_of, categories, by=("model",), rules=rules, n_boot=n_boot)
+    members = []
+    for row in frame.iter_rows(named=True):
+        sided = tuple(cr for cr in _group(replicates, ("model",), (row["model"],))
+                      if cr.source is not None and cr.source.skill_sha in categories_of
+                      and outcome(cr, rules) != "neutral")
+        members.append(Members(f"Enrichment: model {row['model']}, category {row['category']} (helped and harmed "
+                               "cell-replicates with an annotated source SKILL.md)", sided))
+    columns = [Column("model", text("model"), False), Column("category", text("category"), False),
+               Column("helped", integer("n_help")), Column("harmed", integer("n_harm")),
+               Column("presence | help", number("presence_help")), Column("presence | harm", number("presence_harm")),
+               Column("enrichment", number("enrichment", ci=True, sign=True))]
+    note = (f"enrichment = presence among harmed − presence among helped (positive: more frequent in harmful "
+            f"skills); annotations {labels}.")
+    return TableView("enrichment", "Category enrichment", frame, columns, members, note)
+
+
+def benchmark_views(replicates: Sequence[CellReplicate], rules: PairingRules, n_boot: int) -> list[TableView]:
+    """The single-hop tables in report order (enrichment apart: it needs the store's annotations)."""
+    return [paired_view(replicates, ("model", "direction"), "paired_by_model_direction",
+                        "Paired outcomes by model × direction", rules, n_boot),
+            paired_view(replicates, (), "paired_overall", "Paired outcomes overall", rules, n_boot),
+            ladder_view(replicates), standing_view(replicates, rules), reverse_view(replicates, rules),
+            problem_lift_view(replicates, rules, n_boot)]
+
+
+def source_skill_shas(replicates: Sequence[CellReplicate]) -> set[str]:
+    return {cr.source.skill_sha for cr in replicates if cr.source is not None and cr.source.skill_sha}
+
+
+def chain_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Optional[TableView]:
+    """Help and harm of every chain hop against its chain's solo baseline in the hop's DSL, per hop
+    (analysis.chains.hop_curve); None when the run has no chain hops."""
+    from ..chains import hop_curve, hop_outcomes
+
+    outcomes = hop_outcomes(rows)
+    if not outcomes:
+        return None
+    noise = rules.noise if rules.noise is not None else DEFAULT_NOISE
+    frame = hop_curve(outcomes, noise=noise, n_boot=n_boot)
+    columns = [Column("hop", integer("hop")), Column("hops", integer("n")), Column("help", integer("n_help")),
+               Column("harm", integer("n_harm")),
+               Column("help rate", lambda r: num(r["help_rate"]) + interval(r["help_lo"], r["help_hi"])),
+               Column("harm rate", lambda r: num(r["harm_rate"]) + interval(r["harm_lo"], r["harm_hi"]))]
+    note = (f"Each hop's final kernel against its chain's first solo baseline in the same DSL; help and harm as in "
+            f"the paired outcomes (noise {noise:.0%}); a skipped hop or baseline is neutral. Hop 0 is a solo "
+            f"attempt itself. Intervals: bootstrap over chains, {n_boot} resamples.")
+    return TableView("chain_hops", "Help and harm per hop", frame, columns, [None] * frame.height, note)

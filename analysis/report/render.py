@@ -1,0 +1,246 @@
+"""`render_report(run_dir, out_dir)`: read a run store once and write the static report.
+
+    DIR/index.html            header, every table with links to the trials behind each row, plots
+    DIR/trials.html           every trial of the run
+    DIR/trials/<name>.html    one page per trial (transcript, submissions, kernel, highlighted SKILL.md)
+    DIR/lists/<table>-<i>.html  the trials behind row i of a table
+    DIR/tables/               <table>.csv, <table>.parquet, tables.md
+    DIR/plots/                the lineage plots (PNG and SVG; the SVG is also inlined in index.html)
+
+Everything is read in a few batched queries first; the pages are then plain string templates. Only the store is
+read (opened read-only: a campaign may still be writing it).
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ...store import RunStore, TrialRow
+from ..cells import cell_replicates, result_rows
+from ..enrichment import skill_categories
+from ..paired import PairingRules
+from . import html as H
+from .claims import ClaimData, load_claims
+from .data import benchmark_views, chain_view, enrichment_view, source_skill_shas
+from .lineage import LineageSection, lineage_section
+from .pages import LISTS_DIR, PageContext, all_trials_page, list_page, trial_page
+from .plots import inline_svg, problem_lift_svg
+from .tables_out import write_tables
+from .trials import TRIALS_DIR, TrialIndex, load_trials
+from .views import TableView
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the report is computed. `n_boot`: bootstrap resamples of the benchmark tables' intervals;
+    `lineage_n_boot`: of the lineage plots' bands; annotator / taxonomy / matcher: None picks what the store holds
+    (offline-v1 and mkb-11@1 when present)."""
+
+    rules: PairingRules = PairingRules()
+    n_boot: int = 1000
+    lineage_n_boot: int = 200
+    annotator: Optional[str] = None
+    taxonomy: Optional[str] = None
+    matcher: Optional[str] = None
+    trial_pages: bool = True
+    parallel_pages: Optional[bool] = None   # a second process writes trial pages; None: where fork and 2 cores are
+
+
+@dataclass
+class ReportSummary:
+    """What was written, and how long each stage took (seconds)."""
+
+    out_dir: Path
+    index: Path
+    synthetic: bool
+    n_trials: int
+    n_trial_pages: int
+    n_list_pages: int
+    tables: list[str]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _header(meta: dict, trials: TrialIndex) -> H.RunHeader:
+    try:
+        config = json.loads(meta.get("config_json") or "{}")
+    except ValueError:
+        config = {}
+    name = config.get("name") if isinstance(config, dict) else None
+    synthetic = bool(meta.get("synthetic")) or any(r.synthetic for r in trials.rows)
+    kinds = Counter(r.kind for r in trials.rows)
+    statuses = Counter(r.status for r in trials.rows)
+    counts = tuple(sorted(kinds.items())) + tuple(sorted(statuses.items()))
+    return H.RunHeader(name=str(name or "unnamed run"), config_hash=meta.get("config_hash"),
+                       targets=tuple(sorted({r.target for r in trials.rows})), synthetic=synthetic,
+                       created_at=meta.get("created_at"), counts=counts)
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _write_pages(ctx: PageContext, rows: Sequence[TrialRow], folder: Path) -> None:
+    for row in rows:
+        _write(folder / ctx.trials.page[row.trial_id], trial_page(ctx, row))
+
+
+def _parallel(asked: Optional[bool]) -> bool:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    return asked if asked is not None else (os.cpu_count() or 1) >= 2
+
+
+def _fork_pages(ctx: PageContext, rows: Sequence[TrialRow], folder: Path) -> multiprocessing.process.BaseProcess:
+    """A forked process writing these pages from the data already loaded (inherited, never pickled): it needs
+    nothing but the artifact files, so it runs while this process computes the lineage tables."""
+    proc = multiprocessing.get_context("fork").Process(target=_write_pages, args=(ctx, rows, folder),
+                                                       name="mkb-report-pages", daemon=True)
+    proc.start()
+    return proc
+
+
+def _list_pages(ctx: PageContext, views: list[TableView], out: Path) -> dict[str, list[Optional[str]]]:
+    """Write the list page of every row that aggregates trials; per view, each row's link from index.html."""
+    folder = out / LISTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    links: dict[str, list[Optional[str]]] = {}
+    for view in views:
+        hrefs: list[Optional[str]] = []
+        for i, members in enumerate(view.members):
+            if members is None or members.empty:
+                hrefs.append(None)
+                continue
+            name = f"{view.name}-{i}.html"
+            _write(folder / name, list_page(ctx, members))
+            hrefs.append(f"{LISTS_DIR}/{name}")
+        links[view.name] = hrefs
+    return links
+
+
+def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[TableView],
+           chains: Optional[TableView], lineage: LineageSection,
+           claims: ClaimData, lift_svg: Optional[str], links: dict[str, list[Optional[str]]], n_trials: int,
+           n_replicates: int) -> str:
+    def block(view: TableView) -> str:
+        return H.view_block(view, links.get(view.name, []))
+
+    no_bench = H.none("none: no resolved cell-replicate (its source, base and skill attempts must all have run "
+                      "without an error)" if n_replicates else
+                      "none: this run holds no benchmark cell-replicates (chain trials only, or nothing run yet)")
+    by = {v.name: v for v in bench}
+    paired = (block(by["paired_by_model_direction"]) + block(by["paired_overall"])
+              if not by["paired_overall"].frame.is_empty() else no_bench)
+    sections = [
+        ("paired", "Paired outcomes (T, H, ΔGM)", paired),
+        ("ladder", "MKB ladder", block(by["ladder"]) if not by["ladder"].frame.is_empty() else no_bench),
+        ("standing", "Relative standing", block(by["standing"]) if not by["standing"].frame.is_empty() else no_bench),
+        ("reverse", "Reverse-direction coupling", block(by["reverse"]) if not by["reverse"].frame.is_empty()
+         else H.none("none: no helped cell-replicate with a resolved reverse") if n_replicates else no_bench),
+        ("lift", "Per-problem lift", (H.plot(lift_svg, "ΔGM per problem") + block(by["problem_lift"]))
+         if not by["problem_lift"].frame.is_empty() else no_bench),
+        ("enrichment", "Category enrichment", block(enrichment) if enrichment is not None else no_bench
+         if not n_replicates else H.none(
+            "none: no helped or harmed cell-replicate has an annotated source SKILL.md"
+            if claims.annotator else "none: the store holds no claim annotations (run `mkb lineage` first)")),
+    ]
+    sections.append(("chains", "Chains: help and harm per hop", block(chains) if chains is not None
+                     else H.none("none: this run holds no chain hops")))
+    if lineage.headline is not None:
+        content = (block(lineage.headline)
+                   + "<h3>Survival</h3>" + H.plot(inline_svg(lineage.survival_svg), "survival plot")
+                   + "<h3>Prevalence per hop</h3>" + H.plot(inline_svg(lineage.prevalence_svg), "prevalence plot"))
+    elif lineage.problem:
+        content = H.none(f"none: the stored lineage could not be read ({lineage.problem}); rerun `mkb lineage`")
+    else:
+        content = H.none("none: the store holds no lineage edges (chains not matched yet: `mkb lineage`)")
+    sections.append(("lineage", "Claim propagation along chains", content))
+    sections.append(("trials", "Trials", f'<p><a href="trials.html">All {n_trials} trials of the run</a>, each '
+                                         f'with its own page under {TRIALS_DIR}/. Every table as Markdown: '
+                                         f'<a href="tables/tables.md">tables/tables.md</a>.</p>'))
+    body = [H.header_block(header), H.contents([(a, t) for a, t, _ in sections])]
+    body += [H.section(a, t, c) for a, t, c in sections]
+    return H.page(f"report: {header.name}", "\n".join(body), header.synthetic)
+
+
+def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportOptions()) -> ReportSummary:
+    """Read `run_dir`'s store and write the report under `out_dir` (see the module docstring)."""
+    out = Path(out_dir)
+    seconds: dict[str, float] = {}
+    began = clock = time.monotonic()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        seconds[stage] = now - clock
+        clock = now
+
+    with RunStore(Path(run_dir), readonly=True) as store:
+        meta = store.meta()
+        trials = load_trials(store)
+        results = result_rows(store)
+        replicates = cell_replicates(results)
+        lap("load")
+        bench = benchmark_views(replicates, options.rules, options.n_boot)
+        chains = chain_view(results, options.rules, options.n_boot)
+        lap("benchmark_tables")
+        claims = load_claims(store, trials, options.annotator, options.taxonomy, options.matcher)
+        from ..lineage_plots import category_colours
+
+        header = _header(meta, trials)
+        ctx = PageContext(trials, claims, category_colours(claims.categories), store.artifacts, header.synthetic,
+                          options.rules)
+        lap("claims")
+        out.mkdir(parents=True, exist_ok=True)
+        folder = out / TRIALS_DIR
+        folder.mkdir(exist_ok=True)
+        rows = trials.rows if options.trial_pages else []
+        # With lineage to compute, a second process writes every page meanwhile; without, it writes half of them.
+        mine: Sequence[TrialRow] = rows
+        helper = None
+        if rows and _parallel(options.parallel_pages):
+            theirs = rows if claims.matcher else rows[1::2]
+            mine = [] if claims.matcher else rows[0::2]
+            helper = _fork_pages(ctx, theirs, folder)
+        try:
+            enrichment = None
+            if claims.annotator and claims.taxonomy and replicates:
+                categories_of = skill_categories(store, source_skill_shas(replicates), claims.annotator,
+                                                 claims.taxonomy)
+                if categories_of:
+                    view = enrichment_view(replicates, categories_of, claims.categories, options.rules,
+                                           options.n_boot, claims.labels)
+                    enrichment = view if not view.frame.is_empty() else None
+            lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot)
+            lap("lineage")
+            views = bench + [v for v in (enrichment, chains, lineage.headline) if v is not None]
+            tables = write_tables(views, out, header.name, header.synthetic)
+            lift_svg = problem_lift_svg(next(v for v in bench if v.name == "problem_lift").frame)
+            links = _list_pages(ctx, views, out)
+            lap("tables_and_lists")
+            _write_pages(ctx, mine, folder)
+            lap("trial_pages")
+            if helper is not None:
+                helper.join()
+                if helper.exitcode != 0:
+                    raise RuntimeError(f"the process writing trial pages failed (exit code {helper.exitcode})")
+                helper = None
+                lap("trial_pages_wait")
+        finally:
+            if helper is not None:
+                helper.terminate()
+                helper.join()
+        _write(out / "trials.html", all_trials_page(ctx))
+        index = out / "index.html"
+        _write(index, _index(header, bench, enrichment, chains, lineage, claims, lift_svg, links, len(trials.rows),
+                            len(replicates)))
+        lap("index")
+    seconds["total"] = time.monotonic() - began
+    return ReportSummary(out, index, header.synthetic, len(trials.rows), len(rows),
+                         sum(1 for hrefs in links.values() for h in hrefs if h), [p.name for p in tables], seconds)
