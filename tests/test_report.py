@@ -194,6 +194,12 @@ def test_index_tables_hold_the_numbers_worked_out_by_hand(report: Path) -> None:
     assert {k: (v["hops"], v["help"], v["harm"]) for k, v in hops.items()} == {("0",): ("2", "0", "0"),
                                                                             ("1",): ("2", "0", "0")}
     page = (report / "index.html").read_text()
+    # Closures received vs harm: both chains' hop 1 received a hop-0 SKILL.md without a closure (a0, a1 and their
+    # like) and neither hop is harmed (no baseline ran): harm rate 0 with none received, undefined (–) with some,
+    # and no slope (the received share never varies).
+    assert "Closures received vs harm" in page
+    assert ("Over 2 chain hops (2 chains): harm rate 0.000 at hops whose received SKILL.md held no unsupported "
+            "closure, – at hops whose did; slope of harm on the received closure share –") in page
     assert "<svg" in page and "Per-problem lift" in page       # the ΔGM bars and the lineage plots, inline
     assert page.count("<svg") >= 3
     assert "smollm2" in page and "e" * 64 in page and "gpu" in page   # header: run, config hash, target

@@ -12,7 +12,9 @@ from typing import Any, Optional, Sequence
 
 from ...store import RunStore
 from .. import propagation
+from ..chains import closure_harm
 from ..lineage_data import LineageData, load_lineage
+from ..paired import DEFAULT_NOISE
 from ..propagation import UNANNOTATED, headline_table, prevalence, survival
 from .claims import ClaimData
 from .trials import TrialIndex
@@ -34,6 +36,10 @@ class LineageSection:
     n_claims: int = 0
     n_edges: int = 0
     problem: Optional[str] = None
+    closure_harm: Optional[dict] = None    # analysis.chains.closure_harm of the closure category
+
+
+CLOSURE = "unsupported_closure"
 
 
 def _hops_with(lineage: LineageData, trials: TrialIndex) -> dict[str, list[str]]:
@@ -47,7 +53,7 @@ def _hops_with(lineage: LineageData, trials: TrialIndex) -> dict[str, list[str]]
 
 
 def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plots_dir: Path,
-                    n_boot: int) -> LineageSection:
+                    n_boot: int, noise: float = DEFAULT_NOISE) -> LineageSection:
     """The headline table with, per category row, the hops it aggregates; survival (closure category) and
     prevalence plots written under `plots_dir`. An empty section when the store holds no lineage edges."""
     if not (claims.matcher and claims.annotator and claims.taxonomy):
@@ -73,6 +79,9 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
                      f"{n_chains} chain(s), {len(lineage.nodes)} claims, {len(lineage.edges)} edges; annotations "
                      f"{claims.labels}, matcher {claims.matcher}. Point estimates (docs/metrics.md, 'Propagation').")
     section = LineageSection(view, n_chains=n_chains, n_claims=len(lineage.nodes), n_edges=len(lineage.edges))
+    if lineage.outcomes and CLOSURE in (claims.categories or [CLOSURE]):
+        section.closure_harm = closure_harm(lineage.nodes, lineage.edges, lineage.outcomes, CLOSURE, noise,
+                                            n_boot=n_boot)
     _plots(section, lineage, chains, claims, plots_dir, n_boot)
     return section
 

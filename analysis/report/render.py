@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 from ...store import RunStore, TrialRow
 from ..cells import cell_replicates, result_rows
 from ..enrichment import skill_categories
-from ..paired import PairingRules
+from ..paired import DEFAULT_NOISE, PairingRules
 from . import html as H
 from .claims import ClaimData, load_claims
 from .data import benchmark_views, chain_view, enrichment_view, source_skill_shas
@@ -124,6 +124,21 @@ def _list_pages(ctx: PageContext, views: list[TableView], out: Path) -> dict[str
     return links
 
 
+def _closure_harm_block(result: Optional[dict]) -> str:
+    """Does the share of closures a hop received predict harm there? (analysis.chains.closure_harm)"""
+    if not result or not result.get("n_hops"):
+        return ""
+
+    def f(key: str) -> str:
+        value = result.get(key)
+        return "–" if value is None else f"{value:.3f}"
+    slope = f("slope") + (f" [{f('slope_lo')}, {f('slope_hi')}]" if result.get("slope_lo") is not None else "")
+    return (f"<h3>Closures received vs harm</h3><p>Over {int(result['n_hops'])} chain hops "
+            f"({int(result['n_chains'])} chains): harm rate {f('harm_rate_none')} at hops whose received SKILL.md "
+            f"held no unsupported closure, {f('harm_rate_some')} at hops whose did; slope of harm on the received "
+            f"closure share {slope} (linear probability, bootstrap over chains; docs/metrics.md).</p>")
+
+
 def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[TableView],
            chains: Optional[TableView], lineage: LineageSection,
            claims: ClaimData, lift_svg: Optional[str], links: dict[str, list[Optional[str]]], n_trials: int,
@@ -153,7 +168,7 @@ def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[Tab
     sections.append(("chains", "Chains: help and harm per hop", block(chains) if chains is not None
                      else H.none("none: this run holds no chain hops")))
     if lineage.headline is not None:
-        content = (block(lineage.headline)
+        content = (block(lineage.headline) + _closure_harm_block(lineage.closure_harm)
                    + "<h3>Survival</h3>" + H.plot(inline_svg(lineage.survival_svg), "survival plot")
                    + "<h3>Prevalence per hop</h3>" + H.plot(inline_svg(lineage.prevalence_svg), "prevalence plot"))
     elif lineage.problem:
@@ -217,7 +232,8 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
                     view = enrichment_view(replicates, categories_of, claims.categories, options.rules,
                                            options.n_boot, claims.labels)
                     enrichment = view if not view.frame.is_empty() else None
-            lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot)
+            noise = options.rules.noise if options.rules.noise is not None else DEFAULT_NOISE
+            lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, noise)
             lap("lineage")
             views = bench + [v for v in (enrichment, chains, lineage.headline) if v is not None]
             tables = write_tables(views, out, header.name, header.synthetic)
