@@ -126,6 +126,12 @@ class _Indexed(dict):
     """Chains already indexed (chain id -> _Chain): the headline passes one to several metrics."""
 
 
+def index_chains(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord]) -> dict[str, _Chain]:
+    """The chains indexed once: pass the result as `nodes` to several metrics (as `headline_table` does) so they
+    share one index and its cached lineage depths."""
+    return _index(nodes, edges)
+
+
 def _index(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord]) -> dict[str, _Chain]:
     if isinstance(nodes, _Indexed):
         return nodes

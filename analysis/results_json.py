@@ -22,7 +22,6 @@ are never mixed into GPU ones.
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 from collections import defaultdict
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..store import RunStore
+from ..store.export import atomic_write
 from .cells import PASSING, CellReplicate, cell_replicates, family_of, result_rows
 from .ladder import group_summary
 
@@ -84,7 +84,7 @@ def export_results_json(run_dir: Path, out_dir: Path) -> list[Path]:
         payload = _results(model, target, model_rows, every_target, meta, generated_at, Path(run_dir))
         path = out_dir / slug / "results.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic(path, json.dumps(payload, indent=2))
+        atomic_write(path, lambda tmp, text=json.dumps(payload, indent=2): Path(tmp).write_text(text))
         written.append(path)
     return written
 
@@ -110,13 +110,6 @@ def _mkb_record(row: Optional[dict[str, Any]]) -> Optional[dict[str, Any]]:
                    "passed": 1.0 if passed else 0.0}
     return {"rewards": rewards, "timed_out": row["stop_reason"] == "wall_clock", "error": None, "skipped": None,
             "usage": usage}
-
-
-def _atomic(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:

@@ -13,12 +13,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional
 
+from ...claims.offline import OFFLINE_VERSION
 from ...store import RunStore
 from .trials import TrialIndex
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ANNOTATOR = "offline-v1"
+DEFAULT_ANNOTATOR = OFFLINE_VERSION
 DEFAULT_TAXONOMY = "mkb-11@1"
 
 

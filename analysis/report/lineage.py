@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ...store import RunStore
-from .. import propagation
 from ..chains import closure_harm
 from ..lineage_data import LineageData, load_lineage
 from ..paired import DEFAULT_NOISE
-from ..propagation import UNANNOTATED, headline_table, prevalence, survival
+from ..propagation import UNANNOTATED, headline_table, index_chains, prevalence, survival
 from .claims import ClaimData
 from .trials import TrialIndex
 from .views import Column, Members, TableView, number, text
@@ -63,7 +62,8 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
         return LineageSection(None)
     cats = claims.categories or None
     try:
-        chains = _indexed(lineage)
+        # One index for the headline, the survival curve and the prevalence plot: ~7 s of a chain-100 report.
+        chains = index_chains(lineage.nodes, lineage.edges)
         frame = headline_table(chains, lineage.edges, categories=cats)
     except ValueError as err:   # the metrics refuse an inconsistent lineage (an edge to a claim of no hop)
         log.warning("lineage tables not computed: %s", err)
@@ -84,15 +84,6 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
                                             n_boot=n_boot)
     _plots(section, lineage, chains, claims, plots_dir, n_boot)
     return section
-
-
-def _indexed(lineage: LineageData) -> Any:
-    """The chains indexed once, as `headline_table` does for its own metrics, so that the headline, the survival
-    curve and the prevalence plot share one index (and its cached lineage depths): on a chain-100 store that is
-    ~7 s of the report's ~60. Every propagation metric accepts it where it takes nodes; where propagation has no
-    such index, the plain nodes."""
-    index = getattr(propagation, "_index", None)
-    return index(lineage.nodes, lineage.edges) if index is not None else lineage.nodes
 
 
 def _plots(section: LineageSection, lineage: LineageData, chains: Any, claims: ClaimData, plots_dir: Path,

@@ -79,7 +79,7 @@ def export_parquet(run_dir: Path, out_dir: Path) -> dict[str, Path]:
                     at = columns.index("depends_on")
                     rows = [r[:at] + (json.loads(r[at]),) + r[at + 1:] for r in rows]
                 frame = pl.DataFrame(rows, schema=schema, orient="row")
-                written[table] = _atomic(out_dir / f"{table}.parquet", frame.write_parquet)
+                written[table] = atomic_write(out_dir / f"{table}.parquet", frame.write_parquet)
             present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             for table, sql in _CLAIM_TABLE_SQL.items():
                 if table not in present or conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None:
@@ -89,11 +89,11 @@ def export_parquet(run_dir: Path, out_dir: Path) -> dict[str, Path]:
                 columns = [d[0] for d in cursor.description]
                 schema = {c: _polars_type(pl, c, declared.get(c, "INTEGER")) for c in columns}
                 frame = pl.DataFrame(cursor.fetchall(), schema=schema, orient="row")
-                written[table] = _atomic(out_dir / f"{table}.parquet", frame.write_parquet)
+                written[table] = atomic_write(out_dir / f"{table}.parquet", frame.write_parquet)
         finally:
             conn.execute("COMMIT")
     meta_path = out_dir / "meta.json"
-    _atomic(meta_path, lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
+    atomic_write(meta_path, lambda p: Path(p).write_text(json.dumps(meta, indent=2, default=str)))
     written["meta"] = meta_path
     return written
 
@@ -104,7 +104,8 @@ def _polars_type(pl: Any, column: str, declared: str) -> Any:
     return getattr(pl, _POLARS_TYPES.get(declared.upper(), "Utf8"))
 
 
-def _atomic(path: Path, write: Any) -> Path:
+def atomic_write(path: Path, write: Any) -> Path:
+    """`write(tmp)` then rename tmp onto `path`: a reader never sees a half-written file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     write(tmp)
     os.replace(tmp, path)
