@@ -44,6 +44,10 @@ On a GPU each fresh-baseline judgement also times torch.compile of the reference
 skips it without changing kernel_ms or eager_ms (the baseline process times the compiled reference last). Timings
 on a shared machine are noisy by nature: that is what this measures, so run it the way the campaign will run.
 Nothing here is asserted; the exit status is 1 only when fewer than two runs passed (no spread to report).
+
+`--draws-per-trip 1,5` (the default) judges with one timed draw per round trip to the kernel process (the judge
+before 2026-12-01, second session) and with five (the default since), interleaved run by run, and prints both
+summaries and the ratio of their thresholds side by side: how much of the noise was the round trip's own.
 """
 from __future__ import annotations
 
@@ -263,18 +267,29 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false", default=None,
                         help="skip timing torch.compile of the reference (on by default on GPUs); kernel_ms and "
                              "eager_ms are unchanged")
+    parser.add_argument("--draws-per-trip", default="1,5", metavar="K[,K...]",
+                        help="timed draws per round trip to compare, interleaved run by run (default 1,5)")
     parser.add_argument("--json", type=Path, default=None, metavar="OUT.json",
                         help="write the configuration, every run and the summary here")
     args = parser.parse_args()
     if args.runs < 2:
         parser.error("--runs must be at least 2 (a spread needs two judgements)")
+    try:
+        args.draws_per_trip = [int(k) for k in str(args.draws_per_trip).split(",") if k.strip()]
+    except ValueError:
+        parser.error(f"--draws-per-trip: expected integers separated by commas, got {args.draws_per_trip!r}")
+    if not args.draws_per_trip or min(args.draws_per_trip) < 1:
+        parser.error("--draws-per-trip: every K must be at least 1")
     return args
 
 
-def write_json(path: Path, config: dict[str, Any], runs: Sequence[RunResult], summary: Optional[Summary]) -> None:
+def write_json(path: Path, config: dict[str, Any], runs: dict[int, list[RunResult]],
+               summaries: dict[int, Optional[Summary]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"config": config, "runs": [asdict(r) | {"usable": r.usable} for r in runs],
-            "summary": asdict(summary) if summary else None}
+    data = {"config": config,
+            "by_draws_per_trip": {str(k): {"runs": [asdict(r) | {"usable": r.usable} for r in runs[k]],
+                                           "summary": asdict(summaries[k]) if summaries[k] else None}
+                                  for k in runs}}
     path.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {path}")
 
@@ -287,40 +302,60 @@ def main() -> int:
 
     from mkb_ray.judge import GPU_SPARES, CheckerPool, JudgeOptions, default_preset
 
-    options = JudgeOptions(compile_baseline=args.compile_baseline)
+    options = {k: JudgeOptions(compile_baseline=args.compile_baseline, draws_per_trip=k) for k in args.draws_per_trip}
+    first = options[args.draws_per_trip[0]].resolved(args.device)
     spares = args.spares if args.spares is not None else (GPU_SPARES if args.device == "cuda" else 1)
     config = {"problem_id": problem.problem_id, "variant": variant, "dsl": args.dsl, "device": args.device,
               "kernel_path": str(kernel), "preset": default_preset(args.device), "runs": args.runs,
-              "baselines": args.baselines, "spares": spares, "options": asdict(options.resolved(args.device)),
-              "host": platform.node(), "cpus": os.cpu_count(), "threshold_quantile": THRESHOLD_QUANTILE}
+              "baselines": args.baselines, "spares": spares, "draws_per_trip": args.draws_per_trip,
+              "options": asdict(first), "host": platform.node(), "cpus": os.cpu_count(),
+              "threshold_quantile": THRESHOLD_QUANTILE}
     print(f"timing noise: {problem.problem_id} {variant} solution ({kernel.name}) on {args.device}, "
-          f"{config['preset']} shapes, {args.runs} judgements, baselines {args.baselines}, spares {spares}, "
-          f"{options.resolved(args.device).timed} timed draws each; host {platform.node()}, {os.cpu_count()} CPUs",
-          flush=True)
+          f"{config['preset']} shapes, {args.runs} judgements per setting, draws per round trip "
+          f"{args.draws_per_trip}, baselines {args.baselines}, spares {spares}, {first.timed} timed draws each; "
+          f"host {platform.node()}, {os.cpu_count()} CPUs", flush=True)
 
     # The warm-up wait lives in the overhead benchmark beside this file (run as a script, this folder is on sys.path).
     from evaluator_overhead import wait_for_warm_pool
 
-    runs: list[RunResult] = []
-    # A shared cache lives only for this script: a user's ~/.cache entry would make even run 1 'cached'.
+    runs: dict[int, list[RunResult]] = {k: [] for k in args.draws_per_trip}
+    # A shared cache lives only for this script: a user's ~/.cache entry would make even run 1 'cached'. The
+    # baseline cache key includes draws per trip, so each setting keeps its own baselines in it.
     with (tempfile.TemporaryDirectory(prefix="mkb-noise-baselines-") as cache_dir,
           CheckerPool(args.device, spares=spares) as pool):
         baseline_cache_dir = Path(cache_dir) if args.baselines == "shared" else None
         # A cold spare finishes its imports while run 1 already times (unlike any later run): start warm.
         print(f"pool warm after {wait_for_warm_pool(pool):.1f} s", flush=True)
         for index in range(1, args.runs + 1):
-            result = judge_once(index, problem, kernel, args.dsl, args.device, options, pool, baseline_cache_dir)
-            print_run(result, args.runs)
-            runs.append(result)
+            for k in args.draws_per_trip:  # interleaved, so both settings see the same drift of the machine
+                result = judge_once(index, problem, kernel, args.dsl, args.device, options[k], pool,
+                                    baseline_cache_dir)
+                print(f"[{k} per trip] ", end="")
+                print_run(result, args.runs)
+                runs[k].append(result)
 
-    summary = summarize(runs)
-    if summary is None:
-        print(f"\nonly {sum(r.usable for r in runs)} of {len(runs)} runs passed: no spread to report")
-    else:
-        print_summary(summary)
+    summaries = {k: summarize(runs[k]) for k in args.draws_per_trip}
+    for k, summary in summaries.items():
+        print(f"\n=== {k} timed draw(s) per round trip ===")
+        if summary is None:
+            print(f"only {sum(r.usable for r in runs[k])} of {len(runs[k])} runs passed: no spread to report")
+        else:
+            print_summary(summary)
+    measured = {k: s for k, s in summaries.items() if s is not None and s.threshold is not None}
+    if len(measured) > 1:
+        print("\nside by side (same runs, interleaved):")
+        print(f"{'per trip':>8} {'threshold':>10} {'kernel p95':>10} {'median speedup':>15} {'median noop ms':>15}")
+        for k, s in measured.items():
+            noops = [r.harness_overhead_ms for r in runs[k] if r.harness_overhead_ms is not None]
+            print(f"{k:>8} {percent(s.threshold):>10} {percent(s.kernel_ms.pairwise_p95):>10} "
+                  f"{number(s.speedup.median):>15} {number(statistics.median(noops) if noops else None):>15}")
+        low, high = min(measured), max(measured)
+        if measured[high].threshold:
+            print(f"threshold ratio ({low} per trip / {high} per trip): "
+                  f"{measured[low].threshold / measured[high].threshold:.2f}x")
     if args.json is not None:
-        write_json(args.json, config, runs, summary)
-    return 0 if summary is not None else 1
+        write_json(args.json, config, runs, summaries)
+    return 0 if any(s is not None for s in summaries.values()) else 1
 
 
 if __name__ == "__main__":

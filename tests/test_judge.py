@@ -18,7 +18,7 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
                            "cpu", seed=11, options=fast_options)
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.compiled and verdict.executed and verdict.correct
-    assert verdict.target == "llvm" and verdict.timing_method == "checker_roundtrip_wall_clock"
+    assert verdict.target == "llvm" and verdict.timing_method == "checker_roundtrip_wall_clock_x5"
     assert verdict.timed_draws == 5 and verdict.harness_overhead_ms > 0
     assert verdict.kernel_roundtrip_ms == pytest.approx(verdict.kernel_ms + verdict.harness_overhead_ms, abs=1e-6)
     assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.speedup == pytest.approx(
@@ -80,7 +80,7 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
                            options=JudgeOptions(compile_baseline=True))
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.executed and verdict.preset == "production" and verdict.target == "sm_90a"
-    assert verdict.timing_method == "checker_roundtrip_l2_flushed" and verdict.timed_draws == 50
+    assert verdict.timing_method == "checker_roundtrip_l2_flushed_x5" and verdict.timed_draws == 50
     assert verdict.work_evidence["source"] == "cupti_kernels" and verdict.dsl_share >= 0.5
     assert verdict.torch_compile_ms and verdict.torch_compile_ms > 0 and verdict.eager_ms > 0
     assert "H" in (verdict.device_name or "")  # an H100/H200
@@ -101,3 +101,40 @@ def test_dsl_doing_the_small_part_is_decoration(problems, fast_options):
                            "tirx", "cpu", options=fast_options)
     assert verdict.tier == "fail" and verdict.rejected_by == "decoration", verdict.reason
     assert "eager PyTorch did the work" in verdict.reason and "mean" in verdict.reason
+
+
+# -- several timed draws per round trip ----------------------------------------------------------------------------
+
+def test_draws_per_trip_divides_the_timed_draws_and_fits_the_bank_budget():
+    from mkb_ray.judge_worker.timing import BANK_BUDGET_BYTES, draws_per_trip
+
+    assert draws_per_trip(5, 50, 1 << 20, on_gpu=True) == 5
+    assert draws_per_trip(5, 48, 1 << 20, on_gpu=True) == 4  # 5 does not divide 48; 4 does
+    assert draws_per_trip(5, 7, 1 << 20, on_gpu=False) == 1  # 7 is prime: one draw per trip
+    assert draws_per_trip(5, 3, 1 << 20, on_gpu=False) == 3  # never more than the timed draws
+    budget = BANK_BUDGET_BYTES[False]
+    assert draws_per_trip(5, 50, budget // 2, on_gpu=False) == 2  # 5 or 4 banks would not fit, 2 do
+    assert draws_per_trip(5, 50, budget, on_gpu=False) == 1
+
+
+def test_a_timed_sample_is_its_trips_time_per_draw_and_every_draw_is_prepared_once():
+    """Warm-up 3 and 10 timed draws in trips of 5: trips [0, 3) and [3, 8), [8, 13). The stub timer says a trip of k
+    draws took 2k + 1 ms, so both timed samples are 11/5 = 2.2 ms per draw; the warm-up trip (7 ms) is not one."""
+    from mkb_ray.judge_worker.timing import time_draws
+
+    class StubTimer:
+        on_gpu = False
+
+        def measure(self, call):
+            count = call()
+            return count, 2.0 * count + 1.0
+
+    prepared, after = [], []
+    result = time_draws(StubTimer(), prepared.append, lambda count: count, warmup=3, timed=10,
+                        after_call=lambda trip, reply: after.append((trip, reply)), per_trip=5)
+    assert prepared == [range(0, 3), range(3, 8), range(8, 13)]
+    assert after == [(range(0, 3), 3), (range(3, 8), 5), (range(8, 13), 5)]
+    assert result.median_ms == pytest.approx(2.2) and result.min_ms == pytest.approx(2.2)
+    assert result.samples == 10 and result.method == "checker_roundtrip_wall_clock_x5"
+    with pytest.raises(ValueError, match="round trips of 4"):
+        time_draws(StubTimer(), prepared.append, lambda count: count, warmup=0, timed=10, per_trip=4)

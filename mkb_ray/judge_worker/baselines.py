@@ -54,20 +54,21 @@ def device_fingerprint(on_gpu: bool) -> dict[str, str]:
 
 
 def cache_key(problem_hash: str, shapes: dict[str, Any], warmup: int, timed: int, compile_baseline: bool,
-              on_gpu: bool) -> str:
+              on_gpu: bool, per_trip: int = 1) -> str:
     material = {"version": CACHE_VERSION, "problem": problem_hash, "shapes": shapes, "warmup": warmup,
-                "timed": timed, "compile": compile_baseline, "method": method_name(on_gpu),
+                "timed": timed, "compile": compile_baseline, "method": method_name(on_gpu, per_trip),
                 **device_fingerprint(on_gpu)}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int], list[Any]], outputs: list[Any],
             mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
-            writable: tuple[str, ...] = ()) -> Baselines:
-    """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it."""
+            writable: tuple[str, ...] = (), per_trip: int = 1) -> Baselines:
+    """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it, with
+    the kernel's `per_trip` draws per round trip."""
     device_type = "cuda" if on_gpu else "cpu"
     session = KernelSession(KernelProcess(on_gpu, writable=writable, role="baseline"), device_type, draw(0),
-                            outputs, mutates)
+                            outputs, mutates, banks=per_trip)
     try:
         name = copy_into(session.process, problem_path, "problem.py")
         timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None)
@@ -76,13 +77,14 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
             session.process.request({"op": "load", "kind": kind, "file": name, "overrides": overrides, **load},
                                     CALL_TIMEOUT_S)
 
-            def prepare(index: int) -> None:
-                session.write_inputs(draw(seed_base + index))
+            def prepare(trip: range) -> None:
+                for bank, index in enumerate(trip):
+                    session.write_inputs(draw(seed_base + index), bank)
                 if load.get("torch_compile"):
                     session.process.request({"op": "stage"}, CALL_TIMEOUT_S)
 
-            return time_draws(timer, prepare, lambda i: session.call(CALL_TIMEOUT_S, timed=True), warmup,
-                              timed).median_ms
+            return time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=range(count)),
+                              warmup, timed, per_trip=per_trip).median_ms
 
         noop = run("noop", 0)
         eager = run("reference", 2000)

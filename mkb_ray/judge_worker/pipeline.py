@@ -22,9 +22,9 @@ from .correctness import Expected, compare, expected_outputs
 from .kernel_process import KernelProcess, Rejected
 from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
-from .session import KernelSession, copy_into
+from .session import KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
-from .timing import RoundTripTimer, time_draws
+from .timing import RoundTripTimer, draws_per_trip, time_draws
 
 SCHEMA_VERSION = 2
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
@@ -62,6 +62,8 @@ class Judge:
         self.useful_s = 0.0  # seconds the kernel process spent in calls of the candidate (round trips)
         self.dsl_outputs_only = True
         self.evidence: Optional[dict[str, Any]] = None
+        self.per_trip = 1  # timed draws per round trip, fixed when the session starts (timing.draws_per_trip)
+        self.secret = random.SystemRandom()  # the schedule (re-checks, audits, banks) exists only in this process
 
     def draw(self, seed: int, outlier: bool = False) -> list[Any]:
         torch.manual_seed(seed)
@@ -83,8 +85,12 @@ class Judge:
         return outputs
 
     def start(self, inputs: list[Any], expected: Expected) -> None:
-        self.session = KernelSession(self.process, self.device_type, inputs, self.returned_outputs(expected),
-                                     self.problem.mutates)
+        outputs = self.returned_outputs(expected)
+        options = self.request.options
+        self.per_trip = draws_per_trip(options.draws_per_trip, options.timed, bank_bytes(inputs, outputs),
+                                       self.on_gpu)
+        self.session = KernelSession(self.process, self.device_type, inputs, outputs, self.problem.mutates,
+                                     banks=self.per_trip)
         name = copy_into(self.process, Path(self.request.kernel_path), "kernel.py")
         self.process.request({"op": "load", "kind": "candidate", "file": name, "dsl": self.request.dsl,
                               "ptx_cache_dir": self.request.ptx_cache_dir}, CALL_TIMEOUT_S)
@@ -93,19 +99,20 @@ class Judge:
     def call(self, inputs: list[Any], mode: str = "execute", profile: bool = False) -> tuple[list[Any], dict]:
         session = self.session
         assert session is not None
-        session.write_inputs(inputs)
+        bank = self.secret.randrange(self.per_trip)  # any bank may hold a checked draw: none is the "checked" one
+        session.write_inputs(inputs, bank)
         started = time.perf_counter()
-        reply = session.call(CALL_TIMEOUT_S, mode=mode, profile=profile)
+        reply = session.call(CALL_TIMEOUT_S, mode=mode, profile=profile, banks=(bank,))
         self.useful_s += time.perf_counter() - started
-        return self.collect(), reply
+        return self.collect(bank), reply
 
-    def collect(self) -> list[Any]:
-        """The outputs of the call that just returned, after the input contract was checked."""
+    def collect(self, bank: int = 0) -> list[Any]:
+        """The outputs a bank holds after the call that just returned, once the input contract was checked."""
         assert self.session is not None
-        changed = self.session.unchanged_inputs_problem()
+        changed = self.session.unchanged_inputs_problem(bank)
         if changed:
             self.log.check("input_mutated", False, changed)
-        return self.session.read_outputs()
+        return self.session.read_outputs(bank)
 
     def correctness(self, seed: int, outlier: bool) -> str:
         inputs = self.draw(seed, outlier)
@@ -171,35 +178,44 @@ class Judge:
         assert session is not None
         last = options.warmup + options.timed - 1
         timed = range(options.warmup, last + 1)
-        secret = random.SystemRandom()  # the schedule exists only in this process
+        secret = self.secret
         checked = {last, *secret.sample(timed[:-1], min(POST_TIMING_SAMPLES, max(len(timed) - 1, 0)))}
         audits = set(secret.sample(timed, min(TIMING_AUDITS, len(timed))))
         pending: dict[int, Expected] = {}
         rechecked: list[str] = []
 
-        def prepare(index: int) -> None:
-            inputs = self.draw(request.seed + 1000 + index)
-            if index in checked:
-                pending[index] = self.expected(inputs)
-            session.write_inputs(inputs)
+        # Draw trip[j] goes to bank order[j], a fresh secret permutation per trip: which bank (and so which
+        # address) a draw sits in says nothing about whether it is re-checked.
+        order: list[int] = []
 
-        def after_call(index: int, reply: Any) -> None:  # runs after the draw's time was taken
-            if index in pending:
-                produced = self.collect()
+        def prepare(trip: range) -> None:
+            order[:] = secret.sample(range(self.per_trip), len(trip))
+            for bank, index in zip(order, trip):
+                inputs = self.draw(request.seed + 1000 + index)
+                if index in checked:
+                    pending[index] = self.expected(inputs)
+                session.write_inputs(inputs, bank)
+
+        def after_call(trip: range, reply: Any) -> None:  # runs after the trip's time was taken
+            for bank, index in zip(list(order), trip):
+                if index not in pending:
+                    continue
+                produced = self.collect(bank)
                 outcome = compare(produced, pending.pop(index), self.problem.tolerance)
                 which = "last timed draw" if index == last else f"timed draw {index - options.warmup + 1}"
                 rechecked.append(f"{which}: {outcome.detail}")
                 if not outcome.passed:
                     self.log.check("post_timing", False, f"{which} of {options.timed} re-checked: {outcome.detail}")
-            if index in audits:
-                when = " (an audit between timed draws)"
-                self.knockout(request.seed + 4000 + index, when=when)
-                self.decoration(request.seed + 5000 + index, when=when)
+            for index in trip:
+                if index in audits:
+                    when = " (an audit between timed draws)"
+                    self.knockout(request.seed + 4000 + index, when=when)
+                    self.decoration(request.seed + 5000 + index, when=when)
 
         timer = RoundTripTimer(self.on_gpu, session.fence if self.on_gpu else None)
         started = time.perf_counter()
-        kernel = time_draws(timer, prepare, lambda i: session.call(CALL_TIMEOUT_S, timed=True), options.warmup,
-                            options.timed, after_call)
+        kernel = time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=order),
+                            options.warmup, options.timed, after_call, per_trip=self.per_trip)
         self.phases_s["timing_kernel"] = time.perf_counter() - started
         self.useful_s += kernel.median_ms * (options.warmup + options.timed) / 1e3
         self.log.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
@@ -222,12 +238,12 @@ class Judge:
         overrides = dict(problem.sidecar.get("smoke", {})) if problem.preset == "smoke" else {}
         first = self.expected(self.draw(0))
         key = cache_key(problem.problem_hash, problem.shapes, options.warmup, options.timed,
-                        bool(options.compile_baseline), self.on_gpu)
+                        bool(options.compile_baseline), self.on_gpu, self.per_trip)
         cache_dir = Path(request.baseline_cache_dir) if request.baseline_cache_dir else None
         writable = tuple(p for p in (request.ptx_cache_dir,) if p)
         return cached_or_measured(cache_dir, key, lambda: measure(
             Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
-            self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable))
+            self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip))
 
 
 class _Laps:

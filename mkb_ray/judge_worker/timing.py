@@ -6,6 +6,13 @@
   completed (a fence: work the kernel process left queued on the device delays that read, so it is timed).
 - `checker_roundtrip_wall_clock` (CPU): the same round trip, without flush and fence.
 
+One round trip carries `draws_per_trip` draws (method suffix `_x<k>`), each in its own bank of the exchange: the
+kernel process runs `solve` on bank 0, then bank 1, ..., then replies once. A timed sample is the trip's time over
+its draws. Why: on the H200 the trip itself (pipes, the switch between the two processes' GPU contexts, the
+fence) costs 0.25-0.74 ms and jitters by as much as the kernels it brackets; k draws per trip divide both by k.
+Each draw still reads inputs nothing touched since the flush (the checker wrote every bank before flushing), and
+the kernel cannot reuse one draw's answer for the next: every bank holds a fresh draw.
+
 The harness's own cost — the message, `solve`'s dispatch in the kernel process, the copy of returned outputs
 into their slots — is measured the same way for a no-op `solve` in a baseline process (where no candidate ever
 ran) and subtracted; eager and torch.compile baselines go through the identical path. What a kernel process does
@@ -38,8 +45,27 @@ class TimingResult:
                             max(self.min_ms - overhead_ms, floor), max(self.max_ms - overhead_ms, floor), self.samples)
 
 
-def method_name(on_gpu: bool) -> str:
-    return "checker_roundtrip_l2_flushed" if on_gpu else "checker_roundtrip_wall_clock"
+def method_name(on_gpu: bool, draws_per_trip: int = 1) -> str:
+    base = "checker_roundtrip_l2_flushed" if on_gpu else "checker_roundtrip_wall_clock"
+    return f"{base}_x{draws_per_trip}" if draws_per_trip > 1 else base
+
+
+# Memory the extra banks may take: a GPU exchange of production shapes, a tmpfs file of smoke shapes on CPU.
+BANK_BUDGET_BYTES = {True: 8 << 30, False: 512 << 20}
+
+
+def draws_per_trip(requested: int, timed: int, bank_bytes: int, on_gpu: bool) -> int:
+    """The largest k ≤ `requested` that divides `timed` (every timed trip carries k draws) and whose k banks of
+    `bank_bytes` fit the budget; 1 at least."""
+    for k in range(min(requested, timed), 1, -1):
+        if timed % k == 0 and k * bank_bytes <= BANK_BUDGET_BYTES[on_gpu]:
+            return k
+    return 1
+
+
+def trips(first: int, count: int, size: int) -> list[range]:
+    """Draw indexes first..first+count-1 in round trips of `size` (the last one may be shorter)."""
+    return [range(start, min(start + size, first + count)) for start in range(first, first + count, size)]
 
 
 class RoundTripTimer:
@@ -61,17 +87,21 @@ class RoundTripTimer:
         return reply, (time.perf_counter() - started) * 1e3
 
 
-def time_draws(timer: RoundTripTimer, prepare: Callable[[int], None], call: Callable[[int], Any], warmup: int,
-               timed: int, after_call: Optional[Callable[[int, Any], None]] = None) -> TimingResult:
-    """`prepare(i)` (untimed: fresh inputs into the exchange), then `call(i)` timed, for warmup + timed draws;
-    `after_call(i, reply)` runs after the draw's time was taken."""
+def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Callable[[int], Any], warmup: int,
+               timed: int, after_call: Optional[Callable[[range, Any], None]] = None,
+               per_trip: int = 1) -> TimingResult:
+    """For warmup + timed draws in round trips of `per_trip`: `prepare(trip)` (untimed: one fresh draw per bank),
+    then `call(len(trip))` timed, then `after_call(trip, reply)` once the trip's time was taken. A sample is a
+    timed trip's time per draw; `samples` counts timed draws."""
+    if timed % per_trip:
+        raise ValueError(f"{timed} timed draws do not split into round trips of {per_trip}")
     samples: list[float] = []
-    for index in range(warmup + timed):
-        prepare(index)
-        reply, elapsed_ms = timer.measure(lambda: call(index))
+    for trip in trips(0, warmup, per_trip) + trips(warmup, timed, per_trip):
+        prepare(trip)
+        reply, elapsed_ms = timer.measure(lambda: call(len(trip)))
         if after_call is not None:
-            after_call(index, reply)
-        if index >= warmup:
-            samples.append(elapsed_ms)
-    return TimingResult(method_name(timer.on_gpu), statistics.median(samples), min(samples), max(samples),
-                        len(samples))
+            after_call(trip, reply)
+        if trip.start >= warmup:
+            samples.append(elapsed_ms / len(trip))
+    return TimingResult(method_name(timer.on_gpu, per_trip), statistics.median(samples), min(samples),
+                        max(samples), timed)
