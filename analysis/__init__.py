@@ -5,7 +5,10 @@ Installed as `mkb_ray.analysis`. Public names are imported on first use (matplot
 - `ladder`: MetaKernelBench's R@t ladder, S, lift and coverage (the one implementation; results.json uses it).
 - `paired`: help / harm / neutral, T, H and the ΔGM paired lift with bootstrap intervals; the noise threshold.
 - `standing`, `reverse`, `enrichment`: relative standing, reverse-direction coupling, category enrichment.
-- `attribution`: why a skill harmed (rule-based causes of harmed cell-replicates).
+- `attribution`: why a skill harmed (rule-based causes of harmed cell-replicates); `attribution_case` (what the
+  LLM judge reads of one), `attribution_judge` (the LLM judge, prompts/attribute-<version>.md),
+  `attribution_judgements` (its RUN/attribution/<judge>.jsonl files), `attribution_agreement` (judge vs rules:
+  raw agreement, Cohen's κ, confusion table).
 - `chains`: each chain hop against its baseline, per-hop help/harm curves, received closures vs harm.
 - `results_json`: MetaKernelBench-compatible per-model results.json (`mkb export --results-json`).
 - `propagation`: how claims propagate along chains (prevalence, survival, reinforcement vs dilution, inheritance,

@@ -14,8 +14,8 @@ Each harmed cell-replicate (analysis/paired.py) gets one cause, the first of the
 6. `unverified_adoption` — the source SKILL.md carries unsupported content (`unsupported_closure`,
    `unsupported_claim` or `unverified_reformulation` claims): the skill most likely steered the attempt by it.
 7. `unattributed` — none of the above.
-The LLM judge over the two transcripts (the issue's second pass) is not built yet; this pass is what it will be
-compared with.
+The LLM judge over the two transcripts (`attribution_judge`, `mkb attribute`) is the second pass; its agreement
+with this one is `attribution_agreement`.
 """
 from __future__ import annotations
 

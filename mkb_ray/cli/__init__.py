@@ -4,7 +4,7 @@
     serve.py     mkb serve                          attempt.py mkb attempt
     plan.py      mkb plan                           run.py     mkb run
     export.py    mkb export                         lineage.py mkb lineage
-    report.py    mkb report (static HTML report)
+    report.py    mkb report (static HTML report)       attribute.py mkb attribute (LLM judge of harm causes)
     gold.py      mkb gold (the claim pipeline scored on the gold sets)   _common.py options several commands share
 
 A subcommand module has `HELP` (and optionally `DESCRIPTION`), `add_arguments(parser)`, which sets the handler,
@@ -22,7 +22,8 @@ from typing import Optional, Sequence
 from ._common import UsageError
 
 # In the order `mkb --help` lists them.
-SUBCOMMANDS = ("problems", "eval", "serve", "attempt", "plan", "run", "export", "lineage", "report", "gold")
+SUBCOMMANDS = ("problems", "eval", "serve", "attempt", "plan", "run", "export", "lineage", "attribute", "report",
+               "gold")
 
 EXAMPLES = """examples:
   mkb problems list                                   # the shipped suite, with solutions per DSL
@@ -36,6 +37,7 @@ EXAMPLES = """examples:
   mkb run experiments/quickstart.yaml                 # the embedded default campaign; rerun to resume
   mkb export runs/quickstart --parquet --results-json
   mkb lineage runs/quickstart                         # claims, their lineage along chains, headline table, plots
+  mkb attribute runs/quickstart --model smollm2 --api-base http://127.0.0.1:8000/v1   # why skills harmed (LLM judge)
   mkb report runs/quickstart --out runs/quickstart/report   # static HTML: tables, plots, drill-down to transcripts
   mkb gold                                            # segmentation, annotators, matcher vs hand-labelled gold
 

@@ -1,4 +1,4 @@
-"""The memory both judging processes see: one buffer holding a draw's inputs and output slots.
+"""The memory both judging processes see: one buffer holding, per bank, one draw's inputs and its output slots.
 
 The checker allocates it (a file on tmpfs for the CPU target, a dedicated `cudaMalloc` shared through CUDA IPC
 on the GPU), writes each draw's inputs into it and reads outputs back from it; the kernel process maps the same

@@ -250,11 +250,14 @@ class LLMClient:
     async def complete(self, messages: list[dict[str, Any]], tools: Optional[list[dict[str, Any]]] = None,
                        tool_choice: Optional[Union[str, dict[str, Any]]] = None, max_tokens: int = 1024,
                        timeout_s: Optional[float] = None, temperature: Optional[float] = None,
-                       seed: Optional[int] = None, prefill: Optional[str] = None) -> LLMReply:
+                       seed: Optional[int] = None, prefill: Optional[str] = None,
+                       response_format: Optional[dict[str, Any]] = None) -> LLMReply:
         """One chat completion. Each try lasts at most the client's `timeout_s`; the optional `timeout_s` here
         bounds the whole call, retries included (the attempt's remaining wall time). Transient failures (timeouts,
         connection errors, 5xx, rate limits) are retried up to `max_retries` times with exponential backoff.
         `prefill`: the reply's opening text — the server continues it, and the returned content starts with it.
+        `response_format`: OpenAI's (`{"type": "json_schema", "json_schema": {...}}`): vLLM decodes to the schema,
+        provider APIs that support structured outputs keep to it.
         Raises `LLMCallError` when the call fails for good."""
         litellm = _litellm()
         started = time.monotonic()
@@ -275,6 +278,8 @@ class LLMClient:
             extra_body["repetition_penalty"] = self.repetition_penalty
         if extra_body:
             kwargs["extra_body"] = extra_body
+        if response_format is not None:
+            kwargs["response_format"] = response_format
         if tools:
             kwargs["tools"] = tools
             if tool_choice is not None:
