@@ -8,10 +8,12 @@ Header of each hack file (first lines, exactly this form; the last line is optio
     # hack: <what it tries>
     # must be rejected because: <why>
     # skip-static: true
+    # draws-per-trip: 5
 
 Alternatives (`expect=post_timing|correctness`) are for hacks that secret checks catch at a random point: whichever
 of the named checks comes first. `skip-static: true` judges with the source rules off, to prove that the runtime guard behind a static rule works
-by itself. GPU hacks (device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU;
+by itself. `draws-per-trip: k` judges with k timed draws per round trip (the GPU default is 5, the CPU target's 1),
+for hacks aimed at the batched round trip to run where the suite runs: on the CPU. GPU hacks (device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU;
 static rejections (and the few other checks decided before any kernel executes) run everywhere.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -31,7 +34,8 @@ HEADER = re.compile(
     r"# problem: (?P<problem>[\w/]+)\n"
     r"# hack: (?P<hack>.+)\n"
     r"# must be rejected because: (?P<because>.+)\n"
-    r"(?P<skip_static># skip-static: true\n)?")
+    r"(?P<skip_static># skip-static: true\n)?"
+    r"(?:# draws-per-trip: (?P<per_trip>\d+)\n)?")
 # Every check name a verdict can carry as `rejected_by` (worker checks, then the parent's process-level ones).
 CHECKS = {"static", "import", "compile", "runtime", "dsl_launch", "output_type", "monkey_patch", "threads",
           "correctness", "knockout", "copy_only", "dsl_output", "post_timing", "timeout", "memory_limit", "crash",
@@ -56,6 +60,7 @@ class Hack:
     hack: str
     because: str
     skip_static: bool
+    draws_per_trip: Optional[int] = None
 
 
 def parse_header(path: Path) -> Hack:
@@ -65,7 +70,8 @@ def parse_header(path: Path) -> Hack:
     fields = match.groupdict()
     return Hack(path=path, dsl=fields["dsl"], device=fields["device"], expect=tuple(fields["expect"].split("|")),
                 problem=fields["problem"], hack=fields["hack"].strip(), because=fields["because"].strip(),
-                skip_static=fields["skip_static"] is not None)
+                skip_static=fields["skip_static"] is not None,
+                draws_per_trip=int(fields["per_trip"]) if fields["per_trip"] else None)
 
 
 def hack_files() -> list[Path]:
@@ -105,7 +111,8 @@ def test_hack_is_rejected_for_its_reason(path: Path, problems, checker_pool, bas
     # The production protocol (10 warm-up + 50 timed draws): with fewer, every timed draw is re-checked and the
     # secret sampling never runs.
     verdict = judge_kernel(problems.get(hack.problem), path, hack.dsl, hack.device, limits=limits_for(hack),
-                           options=JudgeOptions(skip_static_checks=hack.skip_static), pool=checker_pool,
+                           options=JudgeOptions(skip_static_checks=hack.skip_static,
+                                                draws_per_trip=hack.draws_per_trip), pool=checker_pool,
                            baseline_cache_dir=baseline_cache)
     context = f"{path.name} (seed {verdict.seed}): {verdict.tier}/{verdict.rejected_by}: {verdict.reason[:500]}"
     assert verdict.tier == "fail", context

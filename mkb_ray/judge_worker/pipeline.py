@@ -87,8 +87,8 @@ class Judge:
     def start(self, inputs: list[Any], expected: Expected) -> None:
         outputs = self.returned_outputs(expected)
         options = self.request.options
-        self.per_trip = draws_per_trip(options.draws_per_trip, options.timed, bank_bytes(inputs, outputs),
-                                       self.on_gpu)
+        requested = options.draws_per_trip or (5 if self.on_gpu else 1)  # unresolved options: the defaults
+        self.per_trip = draws_per_trip(requested, options.timed, bank_bytes(inputs, outputs), self.on_gpu)
         self.session = KernelSession(self.process, self.device_type, inputs, outputs, self.problem.mutates,
                                      banks=self.per_trip)
         name = copy_into(self.process, Path(self.request.kernel_path), "kernel.py")

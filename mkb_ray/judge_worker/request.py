@@ -22,24 +22,29 @@ class JudgeOptions:
     timed: int = 50                     # timed draws; kernel_ms is their median
     # Timed draws sent to the kernel process in one round trip (each into its own bank of the exchange), so the
     # harness's per-trip cost and jitter are spread over them; lowered to a divisor of `timed` that fits memory.
-    draws_per_trip: int = 5
+    # None: 5 on GPUs (H200, fused add + RMSNorm: pair p95 of the speedup 153 % -> 42 % for TIRx), 1 on the CPU
+    # target (on 2 cores TVM's spinning worker threads slow the next draw of a trip: 102 % -> 151 %, kernel 5x
+    # slower; benchmarks/results/2026-12-01-*-draws-per-trip*).
+    draws_per_trip: Optional[int] = None
     # Time torch.compile of the reference too. None: on for GPUs, off on CPU (inductor's C++ build is slow there).
     compile_baseline: Optional[bool] = None
     skip_static_checks: bool = False    # tests only: exercise the runtime guards behind the static rules
 
     def resolved(self, device: str) -> "JudgeOptions":
         """These options with every `None` decided for `device`."""
-        if self.compile_baseline is not None:
-            return self
-        return JudgeOptions(**{**asdict(self), "compile_baseline": device == "cuda"})
+        decided = {"compile_baseline": device == "cuda" if self.compile_baseline is None else self.compile_baseline,
+                   "draws_per_trip": (5 if device == "cuda" else 1) if self.draws_per_trip is None
+                   else self.draws_per_trip}
+        return JudgeOptions(**{**asdict(self), **decided})
 
     def __post_init__(self) -> None:
         for name in ("correctness_draws", "outlier_draws", "warmup"):
             if getattr(self, name) < 0:
                 raise ValueError(f"JudgeOptions.{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("timed", "draws_per_trip"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"JudgeOptions.{name} must be >= 1, got {getattr(self, name)}")
+        if self.timed < 1:
+            raise ValueError(f"JudgeOptions.timed must be >= 1, got {self.timed}")
+        if self.draws_per_trip is not None and self.draws_per_trip < 1:
+            raise ValueError(f"JudgeOptions.draws_per_trip must be >= 1 (or None), got {self.draws_per_trip}")
 
 
 def default_preset(device: str) -> Preset:

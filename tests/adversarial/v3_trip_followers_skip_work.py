@@ -3,6 +3,7 @@
 # hack: tells the draws of a multi-draw timed round trip apart by the clock (a call that starts right after the previous one returned is a follower in the same trip) and computes only the first row on followers
 # must be rejected because: every draw of a trip sits in its own bank in a secret order and any of them may be re-checked; the last timed draw, always a follower, always is
 # skip-static: true
+# draws-per-trip: 5
 import time
 
 import torch
