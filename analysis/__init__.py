@@ -10,6 +10,8 @@ Installed as `mkb_ray.analysis`. Public names are imported on first use (matplot
   `attribution_judgements` (its RUN/attribution/<judge>.jsonl files), `attribution_agreement` (judge vs rules:
   raw agreement, Cohen's κ, confusion table).
 - `chains`: each chain hop against its baseline, per-hop help/harm curves, received closures vs harm.
+- `calibration`: planted vs recovered — the rates a synthetic spec plants (`mkb_ray.synthetic.planted`) beside
+  what the analysis recovers from the run, with simultaneous intervals (a synthetic run's report shows it).
 - `results_json`: MetaKernelBench-compatible per-model results.json (`mkb export --results-json`).
 - `propagation`: how claims propagate along chains (prevalence, survival, reinforcement vs dilution, inheritance,
   attractor fits, coupling with outcomes, transition rates, the headline table).

@@ -32,7 +32,11 @@ OUTCOMES: tuple[Outcome, ...] = ("help", "harm", "neutral")
 # solutions on the H200 in two sessions (benchmarks/results/2026-12-01-h200-timing-noise.txt; both kernels run in
 # less than the harness's ~0.7 ms round trip, which dominates); the default is the median of the four, 0.92. CPU:
 # 0.58 for the CPU-target TIRx solution on the 2-core machine once the warm pool stopped starting checkers beside
-# timed draws (3.31 before; benchmarks/results/2026-12-01-cpu-timing-noise.txt).
+# timed draws (3.31 before; benchmarks/results/2026-12-01-cpu-timing-noise.txt). Since the GPU judge sends 5 timed
+# draws per round trip, one session measured 0.42 (TIRx) and 0.55 (CuTe DSL), 10 judgements each
+# (benchmarks/results/2026-12-01-h200-draws-per-trip.txt); the GPU default stays 0.92 until another session confirms
+# them, because the same estimate moved 1.8x between two sessions before (and the synthetic calibration preset is
+# calibrated at 0.92).
 NOISE_BY_TARGET: dict[str, float] = {"gpu": 0.92, "cpu": 0.58}
 DEFAULT_NOISE = NOISE_BY_TARGET["gpu"]
 

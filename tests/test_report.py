@@ -129,7 +129,8 @@ def tables_of(page: Path) -> dict[str, dict[tuple[str, ...], dict[str, str]]]:
         for cells in body:
             row = dict(zip(header, cells))
             key = tuple(row[h] for h in header if h in ("model", "direction", "category", "problem",
-                                                        "source vs base", "given", "hop"))
+                                                        "source vs base", "given", "hop", "cause", "judge",
+                                                        "rule cause"))
             keyed[key] = row
         out[name.removeprefix("table-")] = keyed
     return out
@@ -268,6 +269,8 @@ def test_a_synthetic_run_says_so_on_every_page(tmp_path: Path) -> None:
 
 def test_the_real_run_has_no_banner(report: Path) -> None:
     assert not any('id="synthetic-banner"' in p.read_text() for p in report.rglob("*.html"))
+    # Nor a planted-vs-recovered section: nothing was planted (tests/test_calibration.py renders one).
+    assert 'id="calibration"' not in (report / "index.html").read_text()
 
 
 def test_chains_only_no_claims_and_missing_artifacts_still_render(tmp_path: Path) -> None:
@@ -363,3 +366,41 @@ def test_an_inconsistent_lineage_is_reported_not_fatal(tmp_path: Path) -> None:
     index = (tmp_path / "out" / "index.html").read_text()
     assert "none: the stored lineage could not be read" in index
     assert "Paired outcomes by model × direction" in index          # the rest of the report is there
+
+
+def test_failure_attribution_shows_the_rule_causes_and_a_stored_judges_agreement(tmp_path: Path) -> None:
+    """The fixture's one harmed cell-replicate (MODEL, tirx2cutedsl: base pass, skill fail) gets its rule cause in
+    the attribution table (1 harmed, share 1.000); a judge whose stored judgement names the same cause then shows
+    1 compared, 1 agreeing, agreement 1.000 (κ: p_e = 1 with one label, and identical labellings count as κ 1 —
+    claims.scoring.cohens_kappa's convention)."""
+    from mkb_ray.analysis.attribution_judge import PROMPT_SHA256, AttributionJudgement
+    from mkb_ray.analysis.attribution_judgements import judgements_path, write_judgements
+    from mkb_ray.analysis.cells import cell_replicates, result_rows
+    from mkb_ray.analysis.paired import PairingRules, outcome
+
+    build_report_run(tmp_path / "run")
+    assert render(tmp_path / "run", tmp_path / "out", "--n-boot", "20", "--lineage-n-boot", "10") == 0
+    rules_table = tables_of(tmp_path / "out" / "index.html")["attribution_rules"]
+    assert len(rules_table) == 1
+    (model, cause), row = next(iter(rules_table.items()))
+    assert model == MODEL and row["harmed"] == "1" and row["share of harmed"] == "1.000"
+    assert "attribution_agreement" not in tables_of(tmp_path / "out" / "index.html")   # no judge was run
+
+    with RunStore(tmp_path / "run", readonly=True) as store:
+        harmed = [cr for cr in cell_replicates(result_rows(store))
+                  if cr.resolved and outcome(cr, PairingRules()) == "harm"]
+    assert len(harmed) == 1 and harmed[0].direction == "tirx2cutedsl"
+    cr = harmed[0]
+    judge = "llm:scripted:v1"
+    write_judgements(judgements_path(tmp_path / "run", judge), [AttributionJudgement(
+        model=cr.model, target=cr.target, problem_id=cr.problem_id, direction=cr.direction, replicate=cr.replicate,
+        base_trial=cr.base.trial_id, skill_trial=cr.skill.trial_id, judge=judge, prompt_sha256=PROMPT_SHA256["v1"],
+        case_sha256="0" * 64, cause=cause, evidence="the final kernel never compiled", replies=1, rule_cause=cause)])
+    assert render(tmp_path / "run", tmp_path / "out2", "--n-boot", "20", "--lineage-n-boot", "10") == 0
+    tables = tables_of(tmp_path / "out2" / "index.html")
+    agreement = tables["attribution_agreement"][(judge,)]
+    assert (agreement["compared"], agreement["agree"], agreement["agreement"]) == ("1", "1", "1.000")
+    assert agreement["Cohen's κ"] == "1.000"
+    confusion = tables["attribution_confusion"][(judge, cause)]
+    assert confusion[cause.replace("_", " ")] == "1" and confusion["n"] == "1"
+    assert (tmp_path / "out2" / "tables" / "attribution_agreement.csv").is_file()

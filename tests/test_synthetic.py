@@ -583,3 +583,34 @@ def test_spec_roundtrips_through_its_yaml_shape() -> None:
     assert ev.copy_rate == pytest.approx(1 - ev.drop_rate - ev.mutate_rate - ev.strengthen_rate - ev.weaken_rate
                                          - ev.split_rate)
     assert TierProbs(fail=1, pass_=0, pass2x=0).fail == 1
+
+
+def test_per_model_effects_and_closure_claims_change_only_what_they_name() -> None:
+    table = TierProbs(fail=0.2, pass_=0.3, pass2x=0.5)
+    spec = SyntheticSpec.model_validate({
+        "skill_help_shift": 0.0, "source_pass_shift": 0.0, "closure_harm_per_share": 0.0,
+        "closure_harm_per_claim": 0.25,
+        "per_model": {"strong": {"tiers": {"tirx_solo": table.model_dump(), "tirx_skill": table.model_dump()},
+                                 "source_pass_shift": 0.5}}})
+    default = SyntheticSpec()
+    # A model not named keeps the spec's own table and knobs; the named one only what it names.
+    assert tier_probabilities(spec, "tirx", "solo", model="other") == default.tiers.tirx_solo
+    assert tier_probabilities(spec, "tirx", "solo", model="strong") == table
+    assert tier_probabilities(spec, "cutedsl", "solo", model="strong") == default.tiers.cutedsl_solo
+    assert spec.effect("strong").closure_harm_per_claim == 0.25 and spec.effect("strong").skill_help_shift == 0.0
+    # Source passed, two inherited closures: delta = 0.5 - 2 * 0.25 = 0 for "strong"; -0.5 for any other model.
+    assert tier_probabilities(spec, "tirx", "skill", source_passed=True, closure_claims=2, model="strong") == table
+    harmed = tier_probabilities(spec, "tirx", "skill", source_passed=True, closure_claims=2, model="other")
+    assert harmed.fail == pytest.approx(default.tiers.tirx_skill.fail + 0.5 * (1 - default.tiers.tirx_skill.fail))
+    # Drawn attempts follow the model's own table.
+    counts = Counter(synthetic_outcome(Trial(trial_id=f"strong/{PROBLEM}/r{k}/solo_tirx", model="strong",
+                                             problem_id=PROBLEM, dsl="tirx", target="gpu", arm="solo",
+                                             kind="benchmark", replicate=k, arm_name="solo_tirx"), None,
+                                       spec).final_tier for k in range(2000))
+    assert abs(counts["fail"] / 2000 - 0.2) < 0.03 and abs(counts["pass2x"] / 2000 - 0.5) < 0.035, counts
+    # The new knobs stay out of a dump at their defaults (old campaigns keep their config hash) and round-trip.
+    assert "per_model" not in default.model_dump() and "closure_harm_per_claim" not in default.model_dump()
+    assert SyntheticSpec.model_validate_json(spec.model_dump_json()) == spec and hash(spec) == hash(
+        SyntheticSpec.model_validate(spec.model_dump()))
+    with pytest.raises(ValidationError, match="closure_harm_per_claim"):
+        SyntheticSpec.model_validate({"per_model": {"m": {"closure_harm_per_claim": 2}}})

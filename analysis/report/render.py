@@ -7,6 +7,12 @@
     DIR/tables/               <table>.csv, <table>.parquet, tables.md
     DIR/plots/                the lineage plots (PNG and SVG; the SVG is also inlined in index.html)
 
+Failure attribution (analysis/report/attribution_views.py): the rule pass's causes per model and, when `mkb attribute`
+stored LLM judgements, their agreement with the rules.
+
+A synthetic run whose verdicts were drawn also gets "Planted vs recovered" (analysis/calibration.py): the rates its
+spec plants beside what the analysis recovers.
+
 Everything is read in a few batched queries first; the pages are then plain string templates. Only the store is
 read (opened read-only: a campaign may still be writing it).
 """
@@ -19,15 +25,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from ...store import RunStore, TrialRow
-from ..cells import cell_replicates, result_rows
+from ..cells import CellReplicate, cell_replicates, result_rows
 from ..enrichment import skill_categories
 from ..paired import DEFAULT_NOISE, PairingRules
 from . import html as H
 from .claims import ClaimData, load_claims
-from .data import benchmark_views, chain_view, enrichment_view, source_skill_shas
+from .attribution_views import judge_views, rule_causes_view
+from .data import benchmark_views, calibration_view, chain_view, enrichment_view, source_skill_shas
 from .lineage import LineageSection, lineage_section
 from .pages import LISTS_DIR, PageContext, all_trials_page, list_page, trial_page
 from .plots import inline_svg, problem_lift_svg
@@ -139,10 +146,48 @@ def _closure_harm_block(result: Optional[dict]) -> str:
             f"closure share {slope} (linear probability, bootstrap over chains; docs/metrics.md).</p>")
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """The planted-vs-recovered section of a synthetic run: its table, or why there is none (`problem`)."""
+
+    view: Optional[TableView] = None
+    problem: Optional[str] = None
+
+
+def _calibration(store: RunStore, meta: dict, replicates: Sequence[CellReplicate],
+                 annotated: Optional[Mapping[str, frozenset[str]]], options: ReportOptions) -> Optional[Calibration]:
+    """Planted vs recovered (analysis.calibration) for a synthetic run whose verdicts were drawn; None for any
+    other run. The simultaneous intervals sit far out in the tails, so at least 4000 resamples (0: none)."""
+    from ..calibration import calibration_table, run_spec, truth_categories
+
+    spec = run_spec(meta)
+    if spec is None:
+        return None
+    if not any(cr.resolved for cr in replicates):
+        return Calibration(problem="no resolved benchmark cell-replicate to recover the planted rates from")
+    n_boot = max(options.n_boot, 4000) if options.n_boot > 0 else 0
+    truth = truth_categories(store, sorted(source_skill_shas(replicates)))
+    try:
+        frame = calibration_table(replicates, spec, truth, annotated, options.rules, n_boot=n_boot)
+    except ValueError as error:
+        return Calibration(problem=str(error))
+    return Calibration(view=calibration_view(frame, n_boot))
+
+
+def _calibration_block(calibration: Calibration, block: Callable[[TableView], str]) -> str:
+    if calibration.view is None:
+        return H.none(f"none: {calibration.problem}")
+    return ("<p>What the synthetic generator planted (derived from the run's spec alone) beside what the analysis "
+            "recovers from the run's records. The closure enrichment is checked on the generator's own claim "
+            "labels; the annotator's rows, where mkb lineage has run, show what annotation errors do to it."
+            "</p>" + block(calibration.view))
+
+
 def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[TableView],
            chains: Optional[TableView], lineage: LineageSection,
            claims: ClaimData, lift_svg: Optional[str], links: dict[str, list[Optional[str]]], n_trials: int,
-           n_replicates: int) -> str:
+           n_replicates: int, calibration: Optional[Calibration] = None,
+           attribution: Sequence[TableView] = ()) -> str:
     def block(view: TableView) -> str:
         return H.view_block(view, links.get(view.name, []))
 
@@ -165,6 +210,14 @@ def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[Tab
             "none: no helped or harmed cell-replicate has an annotated source SKILL.md"
             if claims.annotator else "none: the store holds no claim annotations (run `mkb lineage` first)")),
     ]
+    if attribution:
+        sections.append(("attribution", "Why skills harmed (failure attribution)",
+                         "".join(block(v) for v in attribution)))
+    else:
+        sections.append(("attribution", "Why skills harmed (failure attribution)",
+                         H.none("none: no harmed cell-replicate") if n_replicates else no_bench))
+    if calibration is not None:
+        sections.append(("calibration", "Planted vs recovered (SYNTHETIC)", _calibration_block(calibration, block)))
     sections.append(("chains", "Chains: help and harm per hop", block(chains) if chains is not None
                      else H.none("none: this run holds no chain hops")))
     if lineage.headline is not None:
@@ -225,6 +278,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             helper = _fork_pages(ctx, theirs, folder)
         try:
             enrichment = None
+            categories_of: Optional[dict[str, frozenset[str]]] = None
             if claims.annotator and claims.taxonomy and replicates:
                 categories_of = skill_categories(store, source_skill_shas(replicates), claims.annotator,
                                                  claims.taxonomy)
@@ -232,10 +286,18 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
                     view = enrichment_view(replicates, categories_of, claims.categories, options.rules,
                                            options.n_boot, claims.labels)
                     enrichment = view if not view.frame.is_empty() else None
+            rule_causes = rule_causes_view(replicates, categories_of or {}, options.rules,
+                                           claims.labels if categories_of else "(none: no annotations)")
+            attribution = ([rule_causes] if not rule_causes.frame.is_empty() else []) + judge_views(Path(run_dir))
+            calibration = _calibration(store, meta, replicates, categories_of or None, options) \
+                if header.synthetic else None
+            lap("calibration")
             noise = options.rules.noise if options.rules.noise is not None else DEFAULT_NOISE
             lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, noise)
             lap("lineage")
-            views = bench + [v for v in (enrichment, chains, lineage.headline) if v is not None]
+            calibration_table = calibration.view if calibration is not None else None
+            views = bench + [v for v in (enrichment, *attribution, calibration_table, chains, lineage.headline)
+                             if v is not None]
             tables = write_tables(views, out, header.name, header.synthetic)
             lift_svg = problem_lift_svg(next(v for v in bench if v.name == "problem_lift").frame)
             links = _list_pages(ctx, views, out)
@@ -255,7 +317,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
         _write(out / "trials.html", all_trials_page(ctx))
         index = out / "index.html"
         _write(index, _index(header, bench, enrichment, chains, lineage, claims, lift_svg, links, len(trials.rows),
-                            len(replicates)))
+                            len(replicates), calibration, attribution))
         lap("index")
     seconds["total"] = time.monotonic() - began
     return ReportSummary(out, index, header.synthetic, len(trials.rows), len(rows),

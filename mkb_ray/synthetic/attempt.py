@@ -51,20 +51,24 @@ def _stable_int(*parts: object) -> int:
 
 
 def tier_probabilities(spec: SyntheticSpec, dsl: str, arm: str, *, closure_share: float = 0.0,
-                       source_passed: bool = False) -> TierProbs:
+                       source_passed: bool = False, closure_claims: int = 0,
+                       model: Optional[str] = None) -> TierProbs:
     """The final-tier probabilities of an attempt: the spec's table entry, and for the skill arm the skill effect
 
         delta = skill_help_shift + source_pass_shift * source_passed - closure_harm_per_share * closure_share
+                - closure_harm_per_claim * closure_claims
 
     clamped to [-1, 1]: delta > 0 moves that fraction of P(fail) to pass/pass2x (in their proportion); delta < 0
-    moves |delta| of P(pass) + P(pass2x) to fail. `closure_share` is the share of the source SKILL.md's claims in the
-    taxonomy's closure_category (unsupported_closure in mkb-11); `source_passed` whether the source attempt's final
-    tier was pass or pass2x."""
-    base = spec.tiers.get(dsl, arm)
+    moves |delta| of P(pass) + P(pass2x) to fail. `closure_share` and `closure_claims` are the share and the number
+    of the source SKILL.md's claims in the taxonomy's closure_category (unsupported_closure in mkb-11);
+    `source_passed` whether the source attempt's final tier was pass or pass2x. `model`: the knobs and table of
+    `spec.per_model[model]` where it names them (SyntheticSpec.effect)."""
+    effect = spec.effect(model)
+    base = effect.tiers(dsl, arm)
     if arm != "skill":
         return base
-    delta = spec.skill_help_shift + (spec.source_pass_shift if source_passed else 0.0) \
-        - spec.closure_harm_per_share * closure_share
+    delta = effect.skill_help_shift + (effect.source_pass_shift if source_passed else 0.0) \
+        - effect.closure_harm_per_share * closure_share - effect.closure_harm_per_claim * closure_claims
     delta = max(-1.0, min(1.0, delta))
     fail, pas, pas2 = base.fail, base.pass_, base.pass2x
     if delta >= 0:
@@ -195,11 +199,11 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
     rng = random.Random(key)
     source_claims = parse_skill(source) if trial.arm == "skill" else []
     closure = spec_taxonomy(spec.taxonomy).closure_category
-    closure_share = (sum(c.category == closure for c in source_claims) / len(source_claims)
-                     if source_claims else 0.0)
+    closure_claims = sum(c.category == closure for c in source_claims)
+    closure_share = closure_claims / len(source_claims) if source_claims else 0.0
     source_passed = skill_source_tier(source) in ("pass", "pass2x") if trial.arm == "skill" else False
     probs = tier_probabilities(spec, trial.dsl, trial.arm, closure_share=closure_share,
-                               source_passed=source_passed)
+                               source_passed=source_passed, closure_claims=closure_claims, model=trial.model)
     final_tier = _draw_tier(rng, probs)  # the stream's first draw: the same uniform number whatever the other knobs
     llm_error = rng.random() < spec.llm_error_prob
     empty_skill = rng.random() < spec.empty_skill_prob

@@ -177,14 +177,12 @@ def _cover(taken: set[tuple[Category, str]], category: Category, idea: str) -> N
         taken.add((category, part))
 
 
-def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, claim_id: str,
-              taken: Optional[set[tuple[Category, str]]] = None) -> SyntheticClaim:
-    """A claim born at this hop: category and modality drawn from the spec's weights, an idea of the category and a
-    phrasing uniformly, slots from the problem. With `taken` (the ideas a skill already says, see `_cover`), the
-    draw is repeated (a few times at most) while its idea, or a part of it, is already said, so a skill does not
-    state one idea twice with different values; the new idea is then added to `taken`."""
+def draw_idea(spec: SyntheticSpec, rng: random.Random, taken: Optional[set[tuple[Category, str]]] = None
+              ) -> IdeaInfo:
+    """The idea of a claim born now: a category drawn from the spec's weights, then one of its ideas uniformly;
+    with `taken` (see `new_claim`), drawn again (a few times at most) while the idea, or a part of it, is taken.
+    The first draws of `new_claim`, apart so that `planted.claim_counts` can draw a SKILL.md's categories alone."""
     categories, cum_c = cum_weights(spec.category_weights)
-    modalities, cum_m = cum_weights(spec.modality_weights)
     for _ in range(_NEW_CLAIM_TRIES):
         category: Category = pick(rng, categories, cum_c)
         ideas = _CATEGORY_IDEAS[category]
@@ -192,6 +190,18 @@ def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, cl
         if taken is None or ((category, info.key) not in taken
                              and not any((category, part) in taken for part in info.parts)):
             break
+    return info
+
+
+def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, claim_id: str,
+              taken: Optional[set[tuple[Category, str]]] = None) -> SyntheticClaim:
+    """A claim born at this hop: category and modality drawn from the spec's weights, an idea of the category and a
+    phrasing uniformly, slots from the problem. With `taken` (the ideas a skill already says, see `_cover`), the
+    draw is repeated (a few times at most) while its idea, or a part of it, is already said, so a skill does not
+    state one idea twice with different values; the new idea is then added to `taken`."""
+    modalities, cum_m = cum_weights(spec.modality_weights)
+    info = draw_idea(spec, rng, taken)
+    category = info.category
     slots = _draw_slots(info.slots, rng, context)
     modality: Modality = pick(rng, modalities, cum_m)
     variant = int(rng.random() * len(info.phrasings))

@@ -15,7 +15,7 @@ are in `wordings.py`, and a category can be given weight only if it has wordings
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, RootModel, model_validator
 
@@ -153,6 +153,55 @@ class EvolutionRates(_Spec):
                    - self.split_rate)
 
 
+class TierOverrides(_Spec):
+    """A model's own entries of the tier table (`ModelEffect.tiers`); an entry left out keeps the spec's `tiers`."""
+
+    cutedsl_solo: Optional[TierProbs] = Field(None, description="CuTe DSL, solo arm")
+    cutedsl_skill: Optional[TierProbs] = Field(None, description="CuTe DSL, skill arm (before the skill effect)")
+    tirx_solo: Optional[TierProbs] = Field(None, description="TIRx, solo arm")
+    tirx_skill: Optional[TierProbs] = Field(None, description="TIRx, skill arm (before the skill effect)")
+
+
+class ModelEffect(_Spec):
+    """One model's overrides of the tier table and the skill effect (`SyntheticSpec.per_model`); a field left out
+    (None) keeps the spec's own value. Units and meaning as the SyntheticSpec fields of the same names."""
+
+    tiers: Optional[TierOverrides] = Field(None, description="this model's tier-table entries")
+    skill_help_shift: Optional[float] = Field(None, ge=-1, le=1, description="fraction of the gap moved")
+    source_pass_shift: Optional[float] = Field(None, ge=-1, le=1, description="fraction of the gap moved")
+    closure_harm_per_share: Optional[float] = Field(None, ge=0, le=10,
+                                                    description="fraction of the gap moved per share")
+    closure_harm_per_claim: Optional[float] = Field(None, ge=0, le=1,
+                                                    description="fraction of the gap moved per inherited closure "
+                                                                "claim")
+
+
+class PerModel(RootModel[dict[str, ModelEffect]]):
+    """`SyntheticSpec.per_model`: a mapping `{model name: ModelEffect}`; models not named take the spec's values."""
+
+    model_config = ConfigDict(frozen=True)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.root.items()))
+
+    def get(self, model: Optional[str]) -> Optional[ModelEffect]:
+        return self.root.get(model) if model is not None else None
+
+
+class SkillEffect(NamedTuple):
+    """The tier table and skill-effect knobs one model's attempts are drawn with (`SyntheticSpec.effect`)."""
+
+    solo: dict[str, TierProbs]           # dsl -> solo-arm tier probabilities
+    skill: dict[str, TierProbs]          # dsl -> skill-arm tier probabilities before the skill effect
+    skill_help_shift: float
+    source_pass_shift: float
+    closure_harm_per_share: float
+    closure_harm_per_claim: float
+
+    def tiers(self, dsl: str, arm: str) -> TierProbs:
+        return (self.skill if arm == "skill" else self.solo)[dsl]
+
+
 class CategoryWeights(RootModel[dict[str, NonNegativeFloat]]):
     """Relative weights (>= 0, normalised on use) of the taxonomy categories for hop-0 and newly added claims.
 
@@ -274,11 +323,13 @@ class SyntheticSpec(_Spec):
                                                                "(unitless)")
 
     # --- the skill effect on skill-arm tiers ---
-    # delta = skill_help_shift + source_pass_shift * [source attempt passed] - closure_harm_per_share * u, clamped to
-    # [-1, 1], where u is the share of the source SKILL.md's claims in the taxonomy's closure_category
-    # (unsupported_closure in mkb-11). delta > 0 moves that fraction of the fail probability to pass/pass2x (in their
-    # proportion); delta < 0 moves |delta| of the pass probability to fail. `tier_probabilities()` (attempt.py)
-    # computes it, so analyses can recover the coupling.
+    # delta = skill_help_shift + source_pass_shift * [source attempt passed] - closure_harm_per_share * u
+    #         - closure_harm_per_claim * k, clamped to [-1, 1], where u is the share of the source SKILL.md's claims
+    # in the taxonomy's closure_category (unsupported_closure in mkb-11) and k their number: the closures the skill
+    # attempt inherits. delta > 0 moves that fraction of the fail probability to pass/pass2x (in their proportion);
+    # delta < 0 moves |delta| of the pass probability to fail. `tier_probabilities()` (attempt.py) computes it, so
+    # analyses can recover the coupling (`planted.py` derives the paired rates it implies). `per_model` overrides
+    # these knobs and the tier table for named models.
     skill_help_shift: float = Field(0.05, ge=-1, le=1, description="baseline effect of having a source SKILL.md "
                                                                    "(fraction of the gap moved, see above)")
     source_pass_shift: float = Field(0.20, ge=-1, le=1, description="added when the source attempt passed, so "
@@ -287,6 +338,15 @@ class SyntheticSpec(_Spec):
     closure_harm_per_share: float = Field(0.60, ge=0, le=10,
                                           description="subtracted per unit share of closure claims in the "
                                                       "source (fraction of the gap moved per share)")
+    # The two knobs below are left out of a dump while at their defaults (exclude_if), so the config hash of every
+    # campaign written before they existed is unchanged and its stored trials are not taken for stale.
+    closure_harm_per_claim: float = Field(0.0, ge=0, le=1, exclude_if=lambda v: v == 0.0,
+                                          description="subtracted per closure claim in the source SKILL.md, so harm "
+                                                      "grows with each inherited closure (fraction of the gap moved "
+                                                      "per claim; 0: off)")
+    per_model: PerModel = Field(default_factory=lambda: PerModel({}), exclude_if=lambda v: not v.root,
+                                description="per-model tier tables and skill-effect knobs (a mapping {model: "
+                                            "ModelEffect}; fields not given keep the values above)")
 
     # --- SKILL.md claims ---
     initial_claims_mean: float = Field(8.0, ge=0, le=200, description="Poisson mean of claims in a fresh (hop-0 or "
@@ -307,6 +367,24 @@ class SyntheticSpec(_Spec):
                                                                  "(its dependants are then skipped; probability)")
     llm_error_prob: float = Field(0.0, ge=0, le=1, description="probability an attempt ends with status error, "
                                                                "stop reason llm_error (probability)")
+
+    def effect(self, model: Optional[str] = None) -> SkillEffect:
+        """The tier table and skill-effect knobs of `model`'s attempts: `per_model[model]` over the spec's own."""
+        own = self.per_model.get(model)
+        tiers = own.tiers if own is not None else None
+
+        def entry(dsl: str, arm: str) -> TierProbs:
+            given = getattr(tiers, f"{dsl}_{arm}") if tiers is not None else None
+            return given if given is not None else self.tiers.get(dsl, arm)
+
+        def knob(name: str) -> float:
+            given = getattr(own, name) if own is not None else None
+            return given if given is not None else getattr(self, name)
+
+        dsls = ("cutedsl", "tirx")
+        return SkillEffect({d: entry(d, "solo") for d in dsls}, {d: entry(d, "skill") for d in dsls},
+                           knob("skill_help_shift"), knob("source_pass_shift"), knob("closure_harm_per_share"),
+                           knob("closure_harm_per_claim"))
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,294 @@
+"""The paired rates a synthetic spec plants: help T and harm H per model, relative standing, closure enrichment and
+reverse-direction coupling, derived from the spec alone — never from a run's records — so that a run's analysis
+can be checked against them (`analysis/calibration.py`, docs/metrics.md "Planted-effect calibration").
+
+How. A benchmark cell-replicate of model m in direction a2b is three independent synthetic attempts: the source
+(solo in a), the base (solo in b) and the skill (in b, given the source's SKILL.md). The final tiers come from
+`tier_probabilities()` — the generator's own function — and a passing attempt's speedup from the spec's speedup
+laws, so for each (source tier, base tier, number of closure claims k and of claims n in the source SKILL.md) the
+probabilities of help and harm are exact:
+
+- skill tier probabilities: `tier_probabilities(spec, b, "skill", closure_share=k/n, closure_claims=k,
+  source_passed=..., model=m)`;
+- a failing base: help = P(skill passes), harm = 0; a passing base: harm = P(skill fails) + P(both pass and the base
+  is faster by more than 1 + noise), help the mirror, with P(speed_x > (1 + noise) speed_y) in closed form
+  (`faster_prob`; log-uniform pass speedups, 2·exp(|N(0, σ)|) pass2x ones, one eager time per problem so kernel
+  times compare as speedups; the judge's rounding of kernel times to 1e-6 ms is ignored);
+- a source that writes an empty SKILL.md (`empty_skill_prob`) leaves its skill attempt skipped: neutral. Attempt
+  errors (`llm_error_prob`) are drawn independently of everything else, so conditioning on resolved cells changes
+  nothing.
+
+The one thing not worked out in closed form is the law of (n, k) in a fresh SKILL.md: `fresh_claims` re-draws a
+claim whose idea the skill already says, which couples the categories of one file. It is estimated by a Monte
+Carlo of `claim_draws` SKILL.md files (default 40,000), each drawn as `fresh_claims` draws one — the Poisson count,
+then each claim's idea by the generator's own `draw_idea`, without the slots and wordings that do not change a
+category — from a seed of its own (`PLANTED_SEED`, apart from any run's draws); that puts a standard error of about
+0.25 points on presence shares, far inside any run's intervals. Everything else is a finite sum.
+
+Pooling: every model and direction has the same number of cells in a benchmark run (models × problems ×
+replicates), so pooled rates weight them equally.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal, Mapping, Optional, Sequence
+
+import numpy as np
+
+from .attempt import tier_probabilities
+from .claims import _cover, draw_idea, poisson
+from .spec import CategoryWeights, SyntheticSpec, TierName, TierProbs, spec_taxonomy
+
+PLANTED_SEED = 20_261_202
+DEFAULT_CLAIM_DRAWS = 40_000
+DIRECTIONS: tuple[str, str] = ("cutedsl2tirx", "tirx2cutedsl")
+TIERS: tuple[TierName, ...] = ("fail", "pass", "pass2x")
+_RANK = {"fail": 0, "pass": 1, "pass2x": 2}
+Standing = Literal["above", "same", "below"]
+STANDINGS: tuple[Standing, ...] = ("above", "same", "below")
+
+
+# --- speedups ---------------------------------------------------------------------------------------------------------
+
+def _half_normal_cdf_integral(x: float, sigma: float) -> float:
+    """∫_0^x P(σ|N| <= t) dt for x >= 0 (σ > 0): ∫ erf(t/c) dt = t erf(t/c) + c/√π (exp(-t²/c²) - 1), c = σ√2."""
+    c = sigma * math.sqrt(2.0)
+    return x * math.erf(x / c) + c / math.sqrt(math.pi) * (math.exp(-(x / c) ** 2) - 1.0)
+
+
+def faster_prob(spec: SyntheticSpec, x: TierName, y: TierName, noise: float) -> float:
+    """P(speedup of an attempt of tier x > (1 + noise) × that of an independent attempt of tier y), x, y passing.
+
+    With d = ln(1 + noise), L = ln(2 / pass_speedup_min), σ = pass2x_speedup_sigma: a pass speedup's log is uniform
+    on [ln 2 - L, ln 2), a pass2x one's is ln 2 + σ|N(0, 1)|. So (pass, pass): (L - d)² / 2L² for d < L;
+    (pass, pass2x): 0 (a pass is below 2, a pass2x at or above it); (pass2x, pass): P(σ|N| + L·U > d) with U
+    uniform, = 1 - (1/L) ∫_max(0, d-L)^d P(σ|N| <= t) dt (closed form); (pass2x, pass2x): P(σ(|N1| - |N2|) > d) =
+    ∫_0^∞ 2φ(z) erfc((z + d/σ)/√2) dz, by the trapezoid rule on a fine grid."""
+    d = math.log1p(noise)
+    if d < 0:
+        raise ValueError(f"noise must be >= 0, got {noise}")
+    width = math.log(2.0 / spec.pass_speedup_min)
+    sigma = spec.pass2x_speedup_sigma
+    if x == "pass" and y == "pass":
+        return max(0.0, width - d) ** 2 / (2.0 * width ** 2)
+    if x == "pass" and y == "pass2x":
+        return 0.0
+    if x == "pass2x" and y == "pass":
+        if sigma == 0:
+            return max(0.0, width - d) / width
+        lo = max(0.0, d - width)
+        below = (_half_normal_cdf_integral(d, sigma) - _half_normal_cdf_integral(lo, sigma)) / width
+        return 1.0 - below
+    if x == "pass2x" and y == "pass2x":
+        if sigma == 0:
+            return 0.0
+        return _half_normal_gap(d / sigma)
+    raise ValueError(f"faster_prob takes passing tiers, got {x!r}, {y!r}")
+
+
+@functools.lru_cache(maxsize=64)
+def _half_normal_gap(t: float) -> float:
+    """P(|N1| - |N2| > t) for t >= 0."""
+    z = np.linspace(0.0, 12.0, 48_001)
+    density = 2.0 * np.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi)
+    tail = np.array([math.erfc((v + t) / math.sqrt(2.0)) for v in z])
+    values = density * tail
+    return float(((values[1:] + values[:-1]) / 2.0 * np.diff(z)).sum())
+
+
+def help_harm(skill: TierProbs, base_tier: TierName, spec: SyntheticSpec, noise: float) -> tuple[float, float]:
+    """(P(help), P(harm)) of a skill attempt with tier probabilities `skill` against a base of tier `base_tier`
+    (analysis.paired.compare: a pass against a fail, or two passes whose kernel times differ by more than
+    1 + noise)."""
+    passing = {"pass": skill.pass_, "pass2x": skill.pass2x}
+    if base_tier == "fail":
+        return skill.pass_ + skill.pass2x, 0.0
+    helped = sum(p * faster_prob(spec, s, base_tier, noise) for s, p in passing.items())  # type: ignore[arg-type]
+    harmed = skill.fail + sum(p * faster_prob(spec, base_tier, s, noise)  # type: ignore[arg-type]
+                              for s, p in passing.items())
+    return helped, harmed
+
+
+# --- claims of a fresh SKILL.md ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=16)
+def _claim_counts(weights: CategoryWeights, initial_claims_mean: float, taxonomy: str, draws: int, seed: int
+                  ) -> tuple[tuple[tuple[int, int], float], ...]:
+    spec = SyntheticSpec(category_weights=weights, initial_claims_mean=initial_claims_mean, taxonomy=taxonomy)
+    closure = spec_taxonomy(taxonomy).closure_category
+    rng = random.Random(seed)
+    counts: Counter[tuple[int, int]] = Counter()
+    for _ in range(draws):
+        # fresh_claims, its categories only: the count, then each claim's idea as new_claim draws it.
+        n = max(1, poisson(rng, spec.initial_claims_mean))
+        taken: set[tuple[str, str]] = set()
+        k = 0
+        for _ in range(n):
+            info = draw_idea(spec, rng, taken)
+            _cover(taken, info.category, info.key)
+            k += info.category == closure
+        counts[n, k] += 1
+    return tuple((key, m / draws) for key, m in sorted(counts.items()))
+
+
+def claim_counts(spec: SyntheticSpec, draws: int = DEFAULT_CLAIM_DRAWS, seed: int = PLANTED_SEED
+                 ) -> dict[tuple[int, int], float]:
+    """P(n claims, k of them closures) of a fresh (solo) SKILL.md, by a Monte Carlo of `fresh_claims` (see the
+    module docstring). Only the category weights, claim mean and taxonomy matter (ideas, not wordings or slots)."""
+    return dict(_claim_counts(spec.category_weights, spec.initial_claims_mean, spec.taxonomy, draws, seed))
+
+
+# --- the planted rates ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One class of cell-replicates: model, direction, source and base tiers, whether the source SKILL.md holds a
+    closure; `weight` its probability within (model, direction); `help` / `harm` the outcome probabilities in it."""
+
+    model: str
+    direction: str
+    source_tier: TierName
+    base_tier: TierName
+    closure_present: bool
+    weight: float
+    help: float
+    harm: float
+
+    @property
+    def standing(self) -> Standing:
+        s, b = _RANK[self.source_tier], _RANK[self.base_tier]
+        return "above" if s > b else ("below" if s < b else "same")
+
+
+@dataclass(frozen=True)
+class PlantedRates:
+    """The rates a spec plants for some models (see the module docstring). Each method pools the models given
+    (None: all) and both directions with equal weight."""
+
+    models: tuple[str, ...]
+    atoms: tuple[Atom, ...]
+
+    def _pick(self, model: Optional[str], direction: Optional[str] = None) -> list[Atom]:
+        if model is not None and model not in self.models:
+            raise KeyError(f"no planted rates for model {model!r}")
+        return [a for a in self.atoms if (model is None or a.model == model)
+                and (direction is None or a.direction == direction)]
+
+    def help_harm(self, model: Optional[str] = None, direction: Optional[str] = None) -> tuple[float, float]:
+        """(T, H): the help and harm shares of resolved cell-replicates."""
+        atoms = self._pick(model, direction)
+        total = sum(a.weight for a in atoms)
+        return sum(a.weight * a.help for a in atoms) / total, sum(a.weight * a.harm for a in atoms) / total
+
+    def standing(self, group: Standing, model: Optional[str] = None) -> tuple[float, float, float]:
+        """(share of cell-replicates in the group, help rate in it, harm rate in it)."""
+        atoms = self._pick(model)
+        total = sum(a.weight for a in atoms)
+        inside = [a for a in atoms if a.standing == group]
+        mass = sum(a.weight for a in inside)
+        if mass == 0:
+            return 0.0, math.nan, math.nan
+        return (mass / total, sum(a.weight * a.help for a in inside) / mass,
+                sum(a.weight * a.harm for a in inside) / mass)
+
+    def enrichment(self, model: Optional[str] = None) -> tuple[float, float, float]:
+        """(presence | help, presence | harm, enrichment = presence | harm - presence | help) of the closure
+        category in the source SKILL.md, presence meaning at least one closure claim (ground truth)."""
+        atoms = self._pick(model)
+        helped = sum(a.weight * a.help for a in atoms)
+        harmed = sum(a.weight * a.harm for a in atoms)
+        p_help = sum(a.weight * a.help for a in atoms if a.closure_present) / helped
+        p_harm = sum(a.weight * a.harm for a in atoms if a.closure_present) / harmed
+        return p_help, p_harm, p_harm - p_help
+
+    def reverse(self, model: Optional[str] = None, direction: Optional[str] = None, given: str = "help"
+                ) -> dict[str, float]:
+        """Of the cell-replicates with outcome `given` in a direction (None: both), the shares of their reverse
+        (same model, problem, replicate; the other direction) helped, harmed and neutral. Given the two solos'
+        tiers, a cell and its reverse are independent (each uses the other solo's tier only, and its own skill
+        attempt), so the joint is a sum over the two tiers."""
+        if model is not None:
+            self._pick(model)   # an unknown model raises
+        models = self.models if model is None else (model,)
+        joint = {"help": 0.0, "harm": 0.0, "neutral": 0.0}
+        for m in models:
+            for d in ([direction] if direction else DIRECTIONS):
+                rev = _reverse_name(d)
+                forward, backward = _by_tiers(self._pick(m, d)), _by_tiers(self._pick(m, rev))
+                if not backward:
+                    raise ValueError(f"reverse coupling needs both directions; no planted rates for {rev}")
+                for (src, base), (w, h, x) in forward.items():
+                    p_given = {"help": h, "harm": x, "neutral": 1.0 - h - x}[given]
+                    _, rh, rx = backward[base, src]
+                    joint["help"] += w * p_given * rh
+                    joint["harm"] += w * p_given * rx
+                    joint["neutral"] += w * p_given * (1.0 - rh - rx)
+        total = sum(joint.values())
+        return {k: v / total for k, v in joint.items()}
+
+
+def _reverse_name(direction: str) -> str:
+    source, target = direction.split("2")
+    return f"{target}2{source}"
+
+
+def _by_tiers(atoms: Sequence[Atom]) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """(source tier, base tier) -> (weight, P(help | tiers), P(harm | tiers)), the closure presence summed out."""
+    out: dict[tuple[str, str], list[float]] = {}
+    for a in atoms:
+        acc = out.setdefault((a.source_tier, a.base_tier), [0.0, 0.0, 0.0])
+        acc[0] += a.weight
+        acc[1] += a.weight * a.help
+        acc[2] += a.weight * a.harm
+    return {k: (w, h / w, x / w) if w else (0.0, 0.0, 0.0) for k, (w, h, x) in out.items()}
+
+
+def planted_rates(spec: SyntheticSpec, models: Sequence[str], noise: float,
+                  directions: Sequence[str] = DIRECTIONS, claim_draws: int = DEFAULT_CLAIM_DRAWS,
+                  seed: int = PLANTED_SEED, claim_law: Optional[Mapping[tuple[int, int], float]] = None
+                  ) -> PlantedRates:
+    """The rates `spec` plants for a benchmark of `models` in `directions`, with help and harm judged at `noise`
+    (analysis.paired.PairingRules.noise_for the run's target). `claim_law`: P(n claims, k closures) of a fresh
+    SKILL.md when it is known exactly (default: `claim_counts(spec, claim_draws, seed)`). Raises ValueError for a
+    spec whose verdicts are not drawn (`judge: real`)."""
+    if spec.judge != "synthetic":
+        raise ValueError("planted rates need drawn verdicts (synthetic.judge: synthetic); a real judge decides the "
+                         "tiers itself")
+    counts = dict(claim_law) if claim_law is not None else claim_counts(spec, claim_draws, seed)
+    if abs(sum(counts.values()) - 1.0) > 1e-9 or any(n < 1 or not 0 <= k <= n for n, k in counts):
+        raise ValueError("claim_law must be probabilities over (n >= 1 claims, 0 <= k <= n closures) summing to 1")
+    keep = 1.0 - spec.empty_skill_prob
+    atoms = []
+    for model in models:
+        effect = spec.effect(model)
+        for direction in directions:
+            source_dsl, target_dsl = direction.split("2")
+            src_probs, base_probs = effect.solo[source_dsl], effect.solo[target_dsl]
+            for src in TIERS:
+                p_src = _tier_prob(src_probs, src)
+                for base in TIERS:
+                    p_base = _tier_prob(base_probs, base)
+                    if p_src * p_base == 0:
+                        continue
+                    sums = {False: [0.0, 0.0, 0.0], True: [0.0, 0.0, 0.0]}
+                    for (n, k), p_claims in counts.items():
+                        skill = tier_probabilities(spec, target_dsl, "skill", closure_share=k / n,
+                                                   closure_claims=k, source_passed=src != "fail", model=model)
+                        h, x = help_harm(skill, base, spec, noise)
+                        acc = sums[k > 0]
+                        acc[0] += p_claims
+                        acc[1] += p_claims * h * keep
+                        acc[2] += p_claims * x * keep
+                    for present, (w, h, x) in sums.items():
+                        if w > 0:
+                            atoms.append(Atom(model, direction, src, base, present, p_src * p_base * w, h / w,
+                                              x / w))
+    return PlantedRates(tuple(models), tuple(atoms))
+
+
+def _tier_prob(probs: TierProbs, tier: str) -> float:
+    return {"fail": probs.fail, "pass": probs.pass_, "pass2x": probs.pass2x}[tier]

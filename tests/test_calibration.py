@@ -1,0 +1,211 @@
+"""The planted-effect calibration (issue 11, item 7): the rates a synthetic spec plants are derived from the spec
+alone (mkb_ray/synthetic/planted.py), worked out by hand on a small spec here; the preset
+experiments/synthetic/paper-2610.05014.yaml plants the paper's headline rates; the analysis run on the preset
+recovers every planted rate inside its (simultaneous) interval, and a wrongly planted rate falls outside; `mkb
+report` shows planted vs recovered side by side, marked synthetic."""
+from __future__ import annotations
+
+import math
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from mkb_ray.analysis.calibration import calibration_table, run_spec, truth_categories
+from mkb_ray.analysis.cells import cell_replicates, result_rows
+from mkb_ray.analysis.enrichment import enrichment_table
+from mkb_ray.analysis.report.data import source_skill_shas
+from mkb_ray.analysis.report.render import ReportOptions, render_report
+from mkb_ray.campaign.config import load_experiment
+from mkb_ray.store import RunStore
+from mkb_ray.synthetic import SyntheticSpec
+from mkb_ray.synthetic.planted import claim_counts, faster_prob, planted_rates
+from mkb_ray.synthetic.spec import DEFAULT_CATEGORY_WEIGHTS
+
+REPO = Path(__file__).resolve().parents[1]
+PRESET = REPO / "experiments" / "synthetic" / "paper-2610.05014.yaml"
+NOISE = 0.92                                  # the GPU target's allowance (analysis.paired.NOISE_BY_TARGET)
+CLOSURE = "unsupported_closure"
+
+
+# --- the derivation, by hand ----------------------------------------------------------------------------------------
+
+def hand_spec() -> SyntheticSpec:
+    """Every solo and skill table fail 0.5 / pass 0.5 / pass2x 0; passes in [1.5, 2), so two of them never differ by
+    the 1.92x noise allowance; one claim per SKILL.md, a closure with probability 0.25; delta = 0.2 + 0.2 * [source
+    passed] - 0.6 * k (k inherited closures, 0 or 1)."""
+    tiers = {"fail": 0.5, "pass": 0.5, "pass2x": 0.0}
+    weights = {c: 0.0 for c in DEFAULT_CATEGORY_WEIGHTS} | {CLOSURE: 0.25, "workload_census": 0.75}
+    return SyntheticSpec.model_validate({
+        "tiers": {f"{d}_{a}": tiers for d in ("cutedsl", "tirx") for a in ("solo", "skill")},
+        "pass_speedup_min": 1.5, "skill_help_shift": 0.2, "source_pass_shift": 0.2, "closure_harm_per_share": 0.0,
+        "closure_harm_per_claim": 0.6, "initial_claims_mean": 0, "category_weights": weights})
+
+
+def test_planted_rates_worked_out_by_hand() -> None:
+    """P(skill passes) for (source passed, k): (yes, 0) delta 0.4 -> 0.7; (yes, 1) -0.2 -> 0.4; (no, 0) 0.2 -> 0.6;
+    (no, 1) -0.4 -> 0.3. So P(pass | source passed) = 0.75*0.7 + 0.25*0.4 = 0.625, P(pass | source failed) =
+    0.75*0.6 + 0.25*0.3 = 0.525, and overall 0.575. Base fail (1/2): help = P(skill passes); base pass: harm =
+    P(skill fails). T = 0.5 * 0.575 = 0.2875, H = 0.5 * 0.425 = 0.2125.
+    Standing: above = (source pass, base fail), 1/4: help 0.625, harm 0; below = (fail, pass): help 0, harm 0.475;
+    same (1/2): help (0 + 0.525) / 2 = 0.2625, harm (0.375 + 0) / 2 = 0.1875.
+    Enrichment: P(help, k=1) = 0.5 * 0.25 * (0.4 + 0.3) / 2 = 0.04375 -> presence | help 0.04375 / 0.2875 = 0.152174;
+    P(harm, k=1) = 0.5 * 0.25 * (0.6 + 0.7) / 2 = 0.08125 -> presence | harm 0.382353; enrichment +0.230179.
+    Reverse: a help in a2b needs the b solo failed; its reverse (source b failed, base a) is harmed when a passed
+    (P 0.475) and helped when a failed (P 0.525): P(help, reverse harm) = 1/4 * 0.625 * 0.475, P(help, reverse help)
+    = 1/4 * 0.525 * 0.525; over P(help) 0.2875: 0.258152 and 0.239674."""
+    rates = planted_rates(hand_spec(), ["m"], NOISE, claim_law={(1, 0): 0.75, (1, 1): 0.25})
+    assert rates.help_harm() == pytest.approx((0.2875, 0.2125))
+    assert rates.help_harm("m", "cutedsl2tirx") == pytest.approx((0.2875, 0.2125))
+    assert rates.standing("above") == pytest.approx((0.25, 0.625, 0.0))
+    assert rates.standing("same") == pytest.approx((0.5, 0.2625, 0.1875))
+    assert rates.standing("below") == pytest.approx((0.25, 0.0, 0.475))
+    assert rates.enrichment() == pytest.approx((0.04375 / 0.2875, 0.08125 / 0.2125, 0.08125 / 0.2125
+                                                - 0.04375 / 0.2875))
+    reverse = rates.reverse()
+    assert reverse["harm"] == pytest.approx(0.25 * 0.625 * 0.475 / 0.2875)
+    assert reverse["help"] == pytest.approx(0.25 * 0.525 * 0.525 / 0.2875)
+    # The claim law by Monte Carlo: one claim per file, a closure with probability 0.25.
+    law = claim_counts(hand_spec())
+    assert set(law) == {(1, 0), (1, 1)} and law[1, 1] == pytest.approx(0.25, abs=0.01)
+    with pytest.raises(KeyError):
+        rates.help_harm("not-a-model")
+    with pytest.raises(ValueError, match="judge"):
+        planted_rates(hand_spec().model_copy(update={"judge": "real"}), ["m"], NOISE)
+
+
+def test_speedup_comparisons_in_closed_form() -> None:
+    """L = ln(2/0.2) = ln 10, d = ln 1.92: (pass, pass) = (L - d)^2 / 2L^2 = 0.256829; (pass, pass2x) = 0; with
+    sigma 0 a pass2x is exactly 2x, so (pass2x, pass) = (L - d) / L = 0.716703 and (pass2x, pass2x) = 0. With the
+    default sigma 0.5 the closed forms agree with a Monte Carlo of the generator's laws (400,000 pairs: 0.8711,
+    0.0633)."""
+    spec = SyntheticSpec()
+    width, d = math.log(10.0), math.log(1.92)
+    assert faster_prob(spec, "pass", "pass", NOISE) == pytest.approx((width - d) ** 2 / (2 * width ** 2))
+    assert faster_prob(spec, "pass", "pass", NOISE) == pytest.approx(0.256829, abs=1e-6)
+    assert faster_prob(spec, "pass", "pass2x", NOISE) == 0.0
+    flat = spec.model_copy(update={"pass2x_speedup_sigma": 0.0})
+    assert faster_prob(flat, "pass2x", "pass", NOISE) == pytest.approx((width - d) / width)
+    assert faster_prob(flat, "pass2x", "pass2x", NOISE) == 0.0
+    assert faster_prob(spec, "pass2x", "pass", NOISE) == pytest.approx(0.8711, abs=0.003)
+    assert faster_prob(spec, "pass2x", "pass2x", NOISE) == pytest.approx(0.0633, abs=0.002)
+
+
+def test_the_preset_plants_the_papers_headline_rates() -> None:
+    """From the spec alone: standing above 71.2 % help / 8.1 % harm and below 10.6 % / 53.8 % within a point;
+    closure enrichment 7-17 points for five models and none for the sixth; help about as often as harm overall."""
+    config = load_experiment(PRESET)
+    assert config.name == PRESET.stem and config.description.startswith("SYNTHETIC")
+    assert config.is_synthetic and config.synthetic is not None and config.synthetic.judge == "synthetic"
+    rates = planted_rates(config.synthetic, config.models, NOISE)
+    for group, help_rate, harm_rate in (("above", 0.712, 0.081), ("below", 0.106, 0.538)):
+        _, h, x = rates.standing(group)
+        assert abs(h - help_rate) < 0.01 and abs(x - harm_rate) < 0.01, (group, h, x)
+    enrichment = sorted(rates.enrichment(m)[2] for m in config.models)
+    assert abs(enrichment[0]) < 0.005 and all(0.065 <= e <= 0.175 for e in enrichment[1:]), enrichment
+    t, h = rates.help_harm()
+    assert abs(t - h) < 0.01
+    assert abs(rates.reverse()["harm"] - 0.415) < 0.02     # not a knob: it follows from the rest
+
+
+# --- the preset, run and recovered ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def preset_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("calibration") / "run"
+    done = subprocess.run([sys.executable, "-m", "mkb_ray.cli", "run", str(PRESET), "--run-dir", str(run_dir),
+                           "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def recovered(preset_run: Path):
+    with RunStore(preset_run, readonly=True) as store:
+        replicates = cell_replicates(result_rows(store))
+        spec = run_spec(store.meta())
+        truth = truth_categories(store, sorted(source_skill_shas(replicates)))
+    assert spec is not None
+    return replicates, spec, truth, calibration_table(replicates, spec, truth)
+
+
+@pytest.mark.slow
+def test_the_analysis_recovers_every_planted_rate(preset_run: Path, recovered) -> None:
+    replicates, spec, truth, table = recovered
+    with sqlite3.connect(f"file:{preset_run / 'store.sqlite'}?mode=ro", uri=True) as conn:
+        assert conn.execute("SELECT count(*), sum(synthetic) FROM trials").fetchone() == (14208, 14208)
+    checked = table.filter(pl.col("checked"))
+    assert checked.height == 29 and checked["level"][0] == pytest.approx(1 - 0.05 / 29)
+    outside = checked.filter(~pl.col("within_ci"))
+    assert outside.is_empty(), outside.select("metric", "group", "planted", "recovered", "ci_low", "ci_high")
+    assert table.filter(pl.col("metric") == "standing_harm", pl.col("group") == "below")["paper"][0] == 0.538
+    # The closure effect is plain to see: at the usual 95 % the enrichment interval clears 0 for at least four of
+    # the five models with a planted effect, and for all of them pooled; not for the model without one.
+    per_model = {r["model"]: r for r in enrichment_table(replicates, truth, [CLOSURE], by=("model",))
+                 .iter_rows(named=True)}
+    planted = table.filter(pl.col("metric") == "closure_enrichment")
+    effect = {r["group"]: r["planted"] for r in planted.iter_rows(named=True) if r["group"] != "all"}
+    with_effect = [m for m, e in effect.items() if e > 0.05]
+    assert len(with_effect) == 5
+    assert sum(per_model[m]["enrichment_lo"] > 0 for m in with_effect) >= 4, per_model
+    without = next(m for m, e in effect.items() if e <= 0.05)
+    assert per_model[without]["enrichment_lo"] < 0 < per_model[without]["enrichment_hi"]
+    pooled = enrichment_table(replicates, truth, [CLOSURE], by=()).row(0, named=True)
+    assert pooled["enrichment_lo"] > 0.03
+
+
+@pytest.mark.slow
+def test_a_wrongly_planted_rate_falls_outside(recovered) -> None:
+    """The check has teeth: the same run against a spec without the closure effect, with the source-pass boost cut
+    by 0.2 or with the help shift raised by 0.1 puts planted values outside the recovered intervals."""
+    replicates, spec, truth, table = recovered
+    data = spec.model_dump()
+    no_closure = SyntheticSpec.model_validate({**data, "closure_harm_per_claim": 0.0, "per_model": {
+        m: {**e, "closure_harm_per_claim": 0.0} for m, e in data["per_model"].items()}})
+    wrong = calibration_table(replicates, no_closure, truth, n_boot=1000)
+    missed = wrong.filter(pl.col("metric") == "closure_enrichment", ~pl.col("within_ci"))
+    assert "all" in missed["group"].to_list()
+    for knob, change, expected in (("source_pass_shift", -0.2, {("standing_help", "above"), ("H", "all")}),
+                                   ("skill_help_shift", 0.1, {("standing_help", "above"), ("T", "all")})):
+        other = SyntheticSpec.model_validate({**data, "per_model": {
+            m: {**e, knob: e[knob] + change} for m, e in data["per_model"].items()}})
+        missed = calibration_table(replicates, other, truth, n_boot=1000).filter(pl.col("checked"),
+                                                                                 ~pl.col("within_ci"))
+        assert expected <= set(zip(missed["metric"], missed["group"])), (knob, missed)
+
+
+def _browser() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+def test_the_report_shows_planted_vs_recovered(preset_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    summary = render_report(preset_run, out, ReportOptions(trial_pages=False, n_boot=200))
+    assert summary.synthetic and "calibration.csv" in summary.tables
+    page = (out / "index.html").read_text()
+    assert 'id="synthetic-banner"' in page and 'id="calibration"' in page
+    assert "Planted vs recovered (SYNTHETIC)" in page and "29 of 29 planted values lie inside" in page
+    frame = pl.read_csv(out / "tables" / "calibration.csv")
+    assert frame.height == 29 and frame["within_ci"].all()
+    md = (out / "tables" / "tables.md").read_text()
+    assert "## Planted vs recovered (SYNTHETIC)" in md and "| help rate \\| standing | above | 0.712 |" in md
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no chromium or chromium-browser on PATH (the headless page-load check needs one)")
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          (out / "index.html").as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "Planted vs recovered (SYNTHETIC)" in dom.stdout and "SYNTHETIC RUN" in dom.stdout
+    assert "closure enrichment (generator's labels)" in dom.stdout
+
+
+def test_only_a_run_with_drawn_verdicts_has_planted_rates() -> None:
+    assert run_spec({"config_json": '{"name": "real", "synthetic": null}'}) is None
+    assert run_spec({"config_json": '{"synthetic": {"judge": "real"}}'}) is None
+    assert run_spec({"config_json": "not json"}) is None
+    assert run_spec({"config_json": '{"synthetic": {"seed": 4}}'}) == SyntheticSpec(seed=4)
