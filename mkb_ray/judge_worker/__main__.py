@@ -48,8 +48,8 @@ def main() -> int:
             try:
                 verdict = run(request, process)
             finally:
+                process.close()  # ends the process and reads its log to the end
                 verdict_log = process.log.text()
-                process.close()
             verdict["log_tail"] = verdict_log
     result.write(json.dumps({"nonce": nonce, "verdict": verdict}, default=str))
     result.close()

@@ -25,6 +25,7 @@ KERNEL_CHECKS = {"import", "compile", "runtime", "dsl_launch", "output_type", "m
                  "correctness", "in_place"}
 LOG_KEEP_BYTES = 16_000
 MAX_REPLY_BYTES = 1 << 20
+LOG_DRAIN_TIMEOUT_S = 5.0
 
 
 class Rejected(Exception):
@@ -52,6 +53,10 @@ class _LogTail:
 
     def text(self) -> str:
         return bytes(self.data[-LOG_KEEP_BYTES:]).decode(errors="replace")
+
+    def finish(self, timeout_s: float) -> None:
+        """Wait until everything the ended process wrote has been read (its end of the pipe closed)."""
+        self._thread.join(timeout_s)
 
 
 class KernelProcess:
@@ -197,4 +202,6 @@ class KernelProcess:
             except (Rejected, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        # Read to the end of the log before anyone takes its text: the drain thread can lag behind the process.
+        self.log.finish(LOG_DRAIN_TIMEOUT_S)
         shutil.rmtree(self.staging, ignore_errors=True)
