@@ -31,8 +31,9 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..claims.llm_annotator import PromptError, first_json_object
+from ..claims.llm_annotator import first_json_object
 from ..llm import LLMCallError, LLMClient
+from ..llm.prompts import load_pinned_prompt
 from ..models.roster import ModelSpec, get_model
 from ..records import LLMUsage
 from .attribution import CAUSES, Cause
@@ -58,15 +59,7 @@ REPLY_SCHEMA: dict[str, Any] = {
 
 def load_prompt_template(version: str) -> str:
     """The template text of `version`, checked against `PROMPT_SHA256`."""
-    path = PROMPT_DIR / f"attribute-{version}.md"
-    if version not in PROMPT_SHA256 or not path.is_file():
-        raise PromptError(f"no attribution prompt {version!r} (known: {', '.join(sorted(PROMPT_SHA256))})")
-    text = path.read_text(encoding="utf-8")
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if digest != PROMPT_SHA256[version]:
-        raise PromptError(f"{path} changed (sha256 {digest}, released as {PROMPT_SHA256[version]}): a prompt is "
-                          "fixed once released; write attribute-<new version>.md instead")
-    return text
+    return load_pinned_prompt(PROMPT_DIR, "attribute", version, PROMPT_SHA256, "attribution")
 
 
 class AttributionJudgement(BaseModel):

@@ -26,7 +26,7 @@ from mkb_ray.analysis.attribution_judge import (PROMPT_SHA256, REPLY_SCHEMA, LLM
 from mkb_ray.analysis.attribution_judgements import (judgement_tables, judgements_path, load_judgements,
                                                      read_judgements)
 from mkb_ray.analysis.cells import Attempt, CellReplicate, cell_replicates, result_rows
-from mkb_ray.claims.llm_annotator import PromptError
+from mkb_ray.llm.prompts import PromptError
 from mkb_ray.cli import main
 from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import Trial

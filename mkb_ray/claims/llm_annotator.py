@@ -30,6 +30,7 @@ from typing import Any, Optional, Sequence, Union
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..llm import LLMCallError, LLMClient
+from ..llm.prompts import PromptError, load_pinned_prompt  # noqa: F401  (PromptError: callers catch it from here)
 from ..models.roster import ModelSpec, get_model
 from ..records import LLMUsage
 from ..records.claims import MODALITIES, AnnotationRecord, ClaimRecord, EvidenceItem, Modality
@@ -49,21 +50,9 @@ _TOKENS_PER_CLAIM = 48
 _TOKENS_OVERHEAD = 256
 
 
-class PromptError(ValueError):
-    """An unknown prompt version, or a template whose text no longer matches its pinned hash."""
-
-
 def load_prompt_template(version: str) -> str:
     """The template text of `version`, checked against `PROMPT_SHA256`."""
-    path = PROMPT_DIR / f"annotate-{version}.md"
-    if version not in PROMPT_SHA256 or not path.is_file():
-        raise PromptError(f"no annotation prompt {version!r} (known: {', '.join(sorted(PROMPT_SHA256))})")
-    text = path.read_text(encoding="utf-8")
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if digest != PROMPT_SHA256[version]:
-        raise PromptError(f"{path} changed (sha256 {digest}, released as {PROMPT_SHA256[version]}): a prompt is "
-                          "fixed once released; write annotate-<new version>.md instead")
-    return text
+    return load_pinned_prompt(PROMPT_DIR, "annotate", version, PROMPT_SHA256, "annotation")
 
 
 def render_categories(taxonomy: Taxonomy) -> str:
