@@ -87,7 +87,7 @@ class Judge:
     def start(self, inputs: list[Any], expected: Expected) -> None:
         outputs = self.returned_outputs(expected)
         options = self.request.options
-        requested = options.draws_per_trip or (5 if self.on_gpu else 1)  # unresolved options: the defaults
+        requested = options.resolved(self.device_type).draws_per_trip or 1  # resolved() decides a None
         self.per_trip = draws_per_trip(requested, options.timed, bank_bytes(inputs, outputs), self.on_gpu)
         self.session = KernelSession(self.process, self.device_type, inputs, outputs, self.problem.mutates,
                                      banks=self.per_trip)
