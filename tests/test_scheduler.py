@@ -166,3 +166,29 @@ def test_dependants_start_only_after_their_source_is_written(tmp_path, local_ray
     assert not list(violations.iterdir()), "a hop ran before its source was written"
     # Each hop's SKILL.md evolved from its parent's claims (synthetic ground truth names the parent claim ids).
     assert all(skills) and all("parent:h" in s for s in skills[1:6] + skills[7:])
+
+
+def test_first_ctrl_c_asks_the_loop_to_stop_and_a_second_one_raises():
+    """The loop ends between two rounds on the first SIGINT, so no outcome is half-collected and no store write
+    is cut (and no ray.cancel races a task's reply); a second SIGINT is the usual hard KeyboardInterrupt."""
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    from mkb_ray.campaign.scheduler import _first_ctrl_c_sets
+
+    stop = threading.Event()
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with _first_ctrl_c_sets(stop):
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # the handler runs at the next bytecode boundary
+                if stop.is_set():
+                    break
+            assert stop.is_set()
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**6):
+                pass
+    assert signal.getsignal(signal.SIGINT) is before

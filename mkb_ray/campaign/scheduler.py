@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import heapq
 import logging
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence
 
@@ -258,6 +261,32 @@ class Scheduler:
                 continue
             self._paused.discard(model)
 
+    def _round(self, remote: Any, done: set[str], progress: Progress, clock: "_Clock") -> None:
+        """One pass of the loop: dispatch, collect what finished, flush, report."""
+        import ray
+
+        if self._paused:
+            self._resume_paused()
+        self._dispatch(remote)
+        if self._flights:
+            ready, _ = ray.wait(list(self._flights), num_returns=len(self._flights),
+                                timeout=self.settings.wait_timeout_s, fetch_local=True)
+            for ref in ready:
+                self._enqueue(self._collect(ref, progress))
+        now = time.monotonic()
+        if (len(self._buffer) >= self.settings.flush_max or now - clock.last_flush >= self.settings.flush_interval_s
+                or not self._flights):
+            self._flush(done, progress)
+            clock.last_flush = now
+        if self.on_progress is not None and now - clock.last_report >= 0.5:
+            progress.running = sum(len(f.trials) for f in self._flights.values())
+            progress.queued = sum(len(q) for q in self._queues.values())
+            self.on_progress(progress)
+            clock.last_report = now
+        if not self._flights and not self._buffer and any(self._queues.values()) and \
+                all(m in self._paused for m, q in self._queues.items() if q):
+            time.sleep(1.0)  # every queued model is paused on a server restart that failed
+
     # -- the loop ------------------------------------------------------------------------------------------------
     def run(self) -> RunResult:
         import ray
@@ -266,41 +295,23 @@ class Scheduler:
         progress = Progress(total=len(self.plan), done_before=sum(1 for t in self.plan if t.trial_id in done))
         self._enqueue(self.plan.ready(done))
         remote = ray.remote(num_cpus=1 if self.batched else 0, max_retries=0)(self.task)
-        last_flush = time.monotonic()
-        last_report = 0.0
+        clock = _Clock(last_flush=time.monotonic())
         interrupted = False
         self.store.log_event("started", None, pending=progress.total - progress.done_before)
+        stop = threading.Event()
         try:
-            while self._flights or self._buffer or any(self._queues.values()):
-                if self._paused:
-                    self._resume_paused()
-                self._dispatch(remote)
-                if self._flights:
-                    ready, _ = ray.wait(list(self._flights), num_returns=len(self._flights),
-                                        timeout=self.settings.wait_timeout_s, fetch_local=True)
-                    for ref in ready:
-                        self._enqueue(self._collect(ref, progress))
-                now = time.monotonic()
-                if (len(self._buffer) >= self.settings.flush_max or now - last_flush >= self.settings.flush_interval_s
-                        or not self._flights):
-                    self._flush(done, progress)
-                    last_flush = now
-                if self.on_progress is not None and now - last_report >= 0.5:
-                    progress.running = sum(len(f.trials) for f in self._flights.values())
-                    progress.queued = sum(len(q) for q in self._queues.values())
-                    self.on_progress(progress)
-                    last_report = now
-                if not self._flights and not self._buffer and any(self._queues.values()) and \
-                        all(m in self._paused for m, q in self._queues.items() if q):
-                    time.sleep(1.0)  # every queued model is paused on a server restart that failed
-        except KeyboardInterrupt:
+            with _first_ctrl_c_sets(stop):
+                while (self._flights or self._buffer or any(self._queues.values())) and not stop.is_set():
+                    self._round(remote, done, progress, clock)
+        except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop was under way
+            stop.set()
+        if stop.is_set():
             interrupted = True
-            log.warning("interrupted: cancelling %d running task(s); finished outcomes are kept", len(self._flights))
-            for ref in list(self._flights):
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001 - best effort; the store is what matters
-                    pass
+            # No ray.cancel: cancelling a task while its reply is in flight trips a fatal check in Ray's core
+            # worker (ray-project/ray#54846), which killed the driver before it could say "interrupted". The
+            # running tasks belong to this driver, so Ray kills their workers when it disconnects.
+            log.warning("interrupted: %d running task(s) are dropped; finished outcomes are kept",
+                        sum(len(f.trials) for f in self._flights.values()))
             self._flights.clear()
             self._flush(done, progress)
             self.store.log_event("interrupted", None, done=progress.done)
@@ -308,6 +319,34 @@ class Scheduler:
         if self.on_progress is not None:
             self.on_progress(progress)
         return RunResult(written=progress.done, interrupted=interrupted, progress=progress)
+
+
+@dataclass
+class _Clock:
+    """When the loop last flushed outcomes to the store and last reported progress (monotonic seconds)."""
+    last_flush: float
+    last_report: float = 0.0
+
+
+@contextmanager
+def _first_ctrl_c_sets(stop: threading.Event):
+    """While the loop runs, the first SIGINT only sets `stop`; the loop then ends between two rounds, so no
+    outcome is half-collected and no store write is cut. A second SIGINT raises KeyboardInterrupt as usual.
+    Off the main thread (a scheduler run from a test or a notebook thread) signals cannot be caught: no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext,
