@@ -106,13 +106,16 @@ class EvaluatorActor:
 
 
 def make_evaluator(device: str = "cpu", slots: int = 1, max_restarts: int = 0, max_task_retries: int = 0,
-                   **kwargs: Any) -> Any:
+                   actor_options: Optional[dict[str, Any]] = None, **kwargs: Any) -> Any:
     """Start an EvaluatorActor on Ray: a whole GPU for 'cuda', `slots` CPUs for 'cpu'. With `max_restarts`, Ray
     restarts a dead actor; with `max_task_retries`, a call in flight when it died runs again on the restarted
-    actor (judging is idempotent, so the submission is simply judged again)."""
+    actor (judging is idempotent, so the submission is simply judged again). `actor_options`: further Ray actor
+    options (a role's custom resources; a name and detached lifetime for a cluster run)."""
     import ray
 
     resources = {"num_gpus": 1, "num_cpus": 1} if device == "cuda" else {"num_cpus": slots}
     remote_class = ray.remote(max_concurrency=max(4, 2 * slots), max_restarts=max_restarts,
                               max_task_retries=max_task_retries, **resources)(EvaluatorActor)
+    if actor_options:
+        remote_class = remote_class.options(**actor_options)
     return remote_class.remote(device=device, slots=slots, **kwargs)

@@ -8,6 +8,13 @@ SQLite store, and the same campaign cut to 10 hops (8,880 attempts), side by sid
 
     python benchmarks/scheduler_scale.py                   # both sizes (~a few minutes on 2 cores)
     python benchmarks/scheduler_scale.py --hops 10         # only the small one
+    python benchmarks/scheduler_scale.py --fake-nodes 4    # also on a 4-node fake autoscaling cluster
+
+With --fake-nodes N, every size also runs on a fake multi-node cluster (mkb_ray/cluster/fake.py: the real
+autoscaler, N worker nodes of one agent slot each, all raylets on this machine, loopback only) through the full
+cluster path — `roles` placement, the detached trial launcher owning every task, outcomes spooled by the tasks
+and artifacts written by them — and each row prints next to its single-node twin. On one machine the N nodes
+share its cores, so the comparison measures the cluster path's overhead, not a speed-up.
 Everything here is SYNTHETIC: draws, not measurements of kernels or models.
 """
 from __future__ import annotations
@@ -85,7 +92,7 @@ def _draw_cost(config, plan, samples: int = 300) -> float:
     return (time.perf_counter() - began) / len(trials)
 
 
-def measure(hops: int, work: Path) -> Measurement:
+def measure(hops: int, work: Path, cluster: bool = False) -> Measurement:
     from mkb_ray.campaign.config import load_experiment
     from mkb_ray.campaign.plan import plan_campaign
     from mkb_ray.campaign.runner import TrialContext
@@ -96,17 +103,28 @@ def measure(hops: int, work: Path) -> Measurement:
     config = load_experiment(REPO / "experiments" / "scale-synthetic.yaml")
     config = config.model_copy(update={"chains": config.chains.model_copy(update={"hops": hops})})
     roster = load_roster()
-    run_dir = work / f"hops{hops}"
+    run_dir = work / f"hops{hops}{'-cluster' if cluster else ''}"
     with _PeakSampler() as sampler:
         began = time.perf_counter()
         plan = plan_campaign(config, None, roster, has_gpu=False)
-        ctx = TrialContext(budget_json=config.budget.model_dump_json(), agent="chat",
-                           synthetic_json=config.synthetic.model_dump_json())
         with RunStore(run_dir) as store:
+            shared = str(store.run_dir.resolve()) if cluster else None
+            ctx = TrialContext(budget_json=config.budget.model_dump_json(), agent="chat",
+                               synthetic_json=config.synthetic.model_dump_json(), shared_run_dir=shared)
             store.record_plan(plan.trials)
             plan_s = time.perf_counter() - began
             began = time.perf_counter()
-            scheduler = Scheduler(plan, store, {m: ctx for m in config.models}, {}, {})
+            extra: dict = {}
+            if cluster:
+                from mkb_ray.actors.trial_launcher import get_or_start_launcher
+                from mkb_ray.campaign.placement import Placement
+                from mkb_ray.campaign.runner import execute_batch
+                from mkb_ray.campaign.spool import OutcomeSpool, share_run_dir
+
+                extra = {"launcher": get_or_start_launcher(shared, execute_batch)[0],
+                         "spool": OutcomeSpool(share_run_dir(Path(shared), None)),
+                         "placement": Placement.of("roles")}
+            scheduler = Scheduler(plan, store, {m: ctx for m in config.models}, {}, {}, **extra)
             result = scheduler.run()
             run_s = time.perf_counter() - began
             assert result.written == len(plan), (result.written, len(plan))
@@ -116,28 +134,69 @@ def measure(hops: int, work: Path) -> Measurement:
     return Measurement(len(plan), plan_s, run_s, draw_s, sampler.driver_mb, sampler.workers_mb, store_mb)
 
 
+def _print(where: str, m: Measurement) -> None:
+    print(f"SYNTHETIC {where:>14} {m.attempts:>6} attempts: plan {m.plan_s:6.1f} s, run {m.run_s:7.1f} s, "
+          f"overhead {m.overhead_ms:5.2f} ms/attempt (+ {m.draw_s_per_attempt * 1e3:.2f} ms of draws), "
+          f"driver peak {m.driver_peak_mb:6.0f} MB, Ray processes peak {m.workers_peak_mb:6.0f} MB, "
+          f"store {m.store_mb:6.0f} MB", flush=True)
+
+
+def _measure_on_fake_cluster(nodes: int, hops_list: list[int], work: Path) -> list[Measurement]:
+    """Every size again on a fake cluster of `nodes` one-slot agent nodes, all up before timing starts."""
+    import os
+
+    import ray
+
+    from mkb_ray.cluster.fake import FakeCluster, NodeType, wait_for
+
+    agent = NodeType("mkb.agent", {"CPU": 1, "mkb_agent_cpu": 1}, min_workers=nodes, max_workers=nodes)
+    rows = []
+    with FakeCluster([agent], idle_timeout_s=60.0) as cluster:
+        os.environ.update(cluster.env)
+        if not wait_for(lambda: len(cluster.worker_raylets()) >= nodes, 240):
+            raise RuntimeError(f"the fake cluster did not bring up {nodes} worker nodes in 240 s")
+        ray.init(address=cluster.address, log_to_driver=False)
+        try:
+            for hops in hops_list:
+                rows.append(measure(hops, work, cluster=True))
+                _print(f"{nodes} fake nodes", rows[-1])
+        finally:
+            ray.shutdown()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hops", type=int, nargs="+", default=[10, 100], help="chain lengths to measure")
     parser.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
+    parser.add_argument("--fake-nodes", type=int, default=0, metavar="N",
+                        help="also run every size on a fake autoscaling cluster of N worker nodes (N >= 1)")
     args = parser.parse_args()
+
+    import ray
 
     from mkb_ray.models.local_ray import init_local_ray
 
     init_local_ray(num_cpus=2)
     work = args.keep or Path(tempfile.mkdtemp(prefix="mkb-scale-"))
     rows = []
+    cluster_rows: list[Measurement] = []
     try:
         for hops in args.hops:
-            m = measure(hops, work)
-            rows.append(m)
-            print(f"SYNTHETIC {m.attempts:>6} attempts: plan {m.plan_s:6.1f} s, run {m.run_s:7.1f} s, "
-                  f"overhead {m.overhead_ms:5.2f} ms/attempt (+ {m.draw_s_per_attempt * 1e3:.2f} ms of draws), "
-                  f"driver peak {m.driver_peak_mb:6.0f} MB, Ray processes peak {m.workers_peak_mb:6.0f} MB, "
-                  f"store {m.store_mb:6.0f} MB", flush=True)
+            rows.append(measure(hops, work))
+            _print("single node", rows[-1])
+        ray.shutdown()
+        if args.fake_nodes > 0:
+            cluster_rows = _measure_on_fake_cluster(args.fake_nodes, args.hops, work)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
+    for single, multi in zip(rows, cluster_rows):
+        print(f"side by side, {single.attempts} attempts: wall {single.plan_s + single.run_s:.1f} s (1 node) vs "
+              f"{multi.plan_s + multi.run_s:.1f} s ({args.fake_nodes} fake nodes), x"
+              f"{(multi.plan_s + multi.run_s) / (single.plan_s + single.run_s):.2f}; overhead "
+              f"{single.overhead_ms:.2f} vs {multi.overhead_ms:.2f} ms/attempt; driver peak "
+              f"{single.driver_peak_mb:.0f} vs {multi.driver_peak_mb:.0f} MB")
     if len(rows) >= 2:
         small, large = rows[0], rows[-1]
         n = large.attempts / small.attempts

@@ -180,6 +180,18 @@ def test_vm_and_kuberay_declare_the_same_resources_per_role() -> None:
     assert VM["available_node_types"][VM["head_node_type"]]["resources"] == {"CPU": 0}
 
 
+def test_the_scheduler_asks_for_the_resources_the_configs_offer() -> None:
+    """The names the configs give their groups are the ones `roles` placement requests: a typo on either side
+    would leave every trial pending on a cluster that never grows the right group."""
+    from mkb_ray.campaign.placement import AGENT_RESOURCE, EVAL_RESOURCE, MODEL_RESOURCE, Placement
+
+    assert (MODEL_RESOURCE, EVAL_RESOURCE, AGENT_RESOURCE) == (ROLE_RESOURCES["model"], ROLE_RESOURCES["eval"],
+                                                               ROLE_RESOURCES["agent"])
+    roles = Placement.of("roles")
+    assert set(roles.trial) == {AGENT_RESOURCE} and set(roles.evaluator) == {EVAL_RESOURCE}
+    assert Placement.of("local").trial == {} and Placement.of("local").evaluator == {}
+
+
 def test_rayjob_runs_a_real_campaign_on_the_pvc() -> None:
     assert check_rayjob(RAYJOB, RAYCLUSTER, PVC).name == "benchmark-6model.yaml"
 

@@ -6,6 +6,8 @@ The trial task is injected (the scheduler's `task` seam) so that faults happen a
 attempt; outcomes are real synthetic draws. The real model-server restart is tested in test_model_restart.py."""
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from mkb_ray.campaign.plan import Plan
@@ -192,3 +194,130 @@ def test_first_ctrl_c_asks_the_loop_to_stop_and_a_second_one_raises():
             for _ in range(10**6):
                 pass
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class _RecordingSubmitter:
+    """Stands in for the Ray boundary in dispatch-only tests (the real launcher and Ray: test_fake_cluster.py):
+    records what the scheduler submits, and hands back what a previous driver 'left running'."""
+
+    def __init__(self, left_running=()):
+        self.submitted, self.released, self.left_running = [], [], list(left_running)
+
+    def submit(self, launches):
+        self.submitted.extend(launches)
+        return [object() for _ in launches]
+
+    def adopt(self):
+        return self.left_running
+
+    def release(self, keys):
+        self.released.extend(keys)
+
+
+def _solo_trials(n: int) -> list[Trial]:
+    return [Trial(trial_id=f"{MODEL}/synthetic/moe_{i}/r0/solo_tirx", model=MODEL, problem_id=f"synthetic/moe_{i}",
+                  dsl="tirx", target="cpu", arm="solo", kind="benchmark", config_hash="c", problem_hash="p",
+                  template_hash="t") for i in range(n)]
+
+
+def test_dispatch_is_bounded_by_the_evaluators_capacity_as_well_as_the_models(tmp_path):
+    plan = Plan(_solo_trials(6), synthetic=True)
+    ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json(),
+                       real_judge=True)   # a real judge: one trial per task, each needing an evaluator slot
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        scheduler = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 5}, {},
+                              settings=SchedulerSettings(judged_inflight=2))
+        scheduler._enqueue(plan.ready(set()))
+        submitter = _RecordingSubmitter()
+        scheduler._dispatch(submitter)
+        assert len(submitter.submitted) == 2 and scheduler._demand() == 2
+        unbounded = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 5}, {})
+        unbounded._enqueue(plan.ready(set()))
+        unbounded._dispatch(_RecordingSubmitter())
+        assert len(unbounded._flights) == 5 and unbounded._demand() == 5   # the model's concurrency alone
+
+
+def test_a_restarted_driver_adopts_running_tasks_and_lets_go_of_half_stored_ones(tmp_path):
+    from mkb_ray.campaign.spool import spool_key
+    from mkb_ray.campaign.submit import Adopted
+    from mkb_ray.synthetic import synthetic_outcome
+
+    trials = _solo_trials(4)
+    plan = Plan(trials, synthetic=True)
+    ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json(),
+                       real_judge=True)
+    ids = [t.trial_id for t in trials]
+    running = Adopted(spool_key(ids[:1]), ids[:1], MODEL, object())
+    half_stored = Adopted(spool_key(ids[1:3]), ids[1:3], MODEL, object())
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        store.write_outcomes([synthetic_outcome(trials[1], None, SyntheticSpec())])
+        scheduler = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 4}, {})
+        submitter = _RecordingSubmitter([running, half_stored])
+        done = store.done_ids()
+        adopted = scheduler._adopt(submitter, done)
+        assert adopted == {ids[0]}
+        assert submitter.released == [half_stored.key]
+        assert [f.trials for f in scheduler._flights.values()] == [[trials[0]]]
+        [event] = store.events("adopted")
+        assert event.data == {"trials": 1, "tasks": 1, "let_go": 1}
+        # What is queued afresh: neither the adopted trial nor the stored one.
+        scheduler._enqueue([t for t in plan.ready(done) if t.trial_id not in adopted])
+        scheduler._dispatch(submitter)
+        assert sorted(launch.trial_ids[0] for launch in submitter.submitted) == [ids[2], ids[3]]
+
+
+class _SlowProbeServices(_FlakyServices):
+    """Model "slow" has a server whose health probe hangs for `probe_s` and then reports it down; "fast" is fine."""
+
+    def __init__(self, probe_s: float) -> None:
+        super().__init__()
+        self.probe_s = probe_s
+        self.probe_ended_at = None
+
+    def healthy(self, name: str) -> bool:
+        if name == "slow" and self.down:
+            time.sleep(self.probe_s)
+            self.probe_ended_at = time.monotonic()
+            return False
+        return True
+
+
+def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
+    """The probe runs off the loop: while it hangs for one model, the other model's trials finish."""
+    slow = [replace(t, trial_id=t.trial_id.replace(MODEL, "slow", 1), model="slow",
+                    skill_from=t.skill_from.replace(MODEL, "slow", 1) if t.skill_from else None)
+            for t in _chain("synthetic/moe_2", 2)]
+    fast = [replace(t, trial_id=t.trial_id.replace(MODEL, "fast", 1), model="fast",
+                    skill_from=t.skill_from.replace(MODEL, "fast", 1) if t.skill_from else None)
+            for t in _chain("synthetic/moe_3", 6)]
+    plan = Plan(slow + fast, synthetic=True)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    services = _SlowProbeServices(probe_s=6.0)
+    ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json())
+    with RunStore(tmp_path / "run") as store:
+        store.record_plan(plan.trials)
+        task = _task_failing(marks, {slow[0].trial_id: 1}, error_status=True)
+        scheduler = Scheduler(plan, store, {"slow": ctx, "fast": ctx}, {"slow": 1, "fast": 1}, {},
+                              services=services, settings=SchedulerSettings(synthetic_batch=1), task=task)
+        finished_at = {}
+        scheduler.on_progress = lambda p: None
+        original_flush = scheduler._flush
+
+        def flush_noting_times(done, progress, submitter):
+            before = set(done)
+            original_flush(done, progress, submitter)
+            for tid in set(done) - before:
+                finished_at[tid] = time.monotonic()
+        scheduler._flush = flush_noting_times
+        result = scheduler.run()
+        rows = {r.trial_id: r for r in store.trial_rows()}
+    assert result.written == len(plan)
+    assert services.restarts == 1 and rows[slow[0].trial_id].attempts == 2
+    assert rows[slow[0].trial_id].status == "completed"
+    # Every one of the fast model's hops (a chain: one after another) was stored before the slow probe ended.
+    assert services.probe_ended_at is not None
+    assert all(finished_at[t.trial_id] < services.probe_ended_at for t in fast), \
+        "the fast model waited on the slow model's health probe"

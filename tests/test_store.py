@@ -481,7 +481,9 @@ def test_stale_trials_are_reported_not_overwritten(planned) -> None:
 
     with pytest.raises(StoreError, match="not reported stale"):
         store.rerun_stale([trials[1].trial_id])
-    assert store.rerun_stale(sync.stale_ids) == 1
+    reset = store.rerun_stale(sync.stale_ids)
+    # trials[2], the skill arm reading solo_cutedsl's SKILL.md, is done: reset with it (see the tests below).
+    assert reset.stale_ids == (trials[0].trial_id,) and reset.dependant_ids == (trials[2].trial_id,)
     row = store.trial(trials[0].trial_id)
     assert (row.status, row.problem_hash, row.record_sha, row.final_tier, row.attempts) == (
         "planned", "q" * 64, None, None, 0)
@@ -493,6 +495,99 @@ def test_stale_trials_are_reported_not_overwritten(planned) -> None:
     assert store.record_plan(new_plan).stale_ids == ()
     store.write_outcomes([make_outcome(replace(trials[0], problem_hash="q" * 64), tier="fail")])
     assert store.trial(trials[0].trial_id).final_tier == "fail"
+
+
+def child_rows(store: RunStore, trial_id: str) -> dict[str, int]:
+    return {table: count(store, f"SELECT COUNT(*) FROM {table} WHERE trial_id = ?", trial_id)
+            for table in ("submissions", "usage", "skills", "artifacts")}
+
+
+def test_rerun_stale_resets_the_finished_dependants_down_the_chain(planned) -> None:
+    store, trials = planned
+    by_id = {t.trial_id: t for t in trials}
+    chain = f"{MODEL}/{PROBLEMS[0]}/chain0"
+    a, b, c = (f"{chain}/h{k}" for k in range(3))
+    other = f"{MODEL}/{PROBLEMS[1]}/chain0"                      # its h0 goes stale while its h1 is still planned
+    unrelated = f"{MODEL}/{PROBLEMS[0]}/r0/solo_cutedsl"
+    store.write_outcomes([make_outcome(by_id[t]) for t in (a, b, c, f"{other}/h0", unrelated)])
+    before = {t: store.trial(t) for t in (a, b, c, unrelated)}
+    unrelated_children = child_rows(store, unrelated)
+    assert all(n > 0 for n in child_rows(store, c).values())
+
+    stale = {a, f"{other}/h0"}
+    new_plan = [replace(t, config_hash="d" * 64) if t.trial_id in stale else t for t in trials]
+    sync = store.record_plan(new_plan)
+    assert set(sync.stale_ids) == stale
+    assert store.finished_dependants([a]) == (b, c)               # in plan order; h1 of `other` is not finished
+    assert store.finished_dependants(sync.stale_ids) == (b, c)
+
+    reset = store.rerun_stale(sync.stale_ids)
+    assert set(reset.stale_ids) == stale and reset.dependant_ids == (b, c)
+    for tid in (a, b, c):
+        row = store.trial(tid)
+        assert (row.status, row.record_sha, row.skill_sha, row.final_tier, row.attempts) == (
+            "planned", None, None, None, 0), tid
+        assert child_rows(store, tid) == {"submissions": 0, "usage": 0, "skills": 0, "artifacts": 0}, tid
+        assert store.artifacts.has(before[tid].record_sha)         # artifact files are kept
+    assert store.trial(a).config_hash == "d" * 64                 # the stale trial takes the plan's new hashes,
+    assert store.trial(b).config_hash == store.trial(c).config_hash == "c" * 64   # its dependants keep their own
+    assert store.trial(f"{other}/h1").status == "planned"
+    assert store.trial(unrelated) == before[unrelated] and child_rows(store, unrelated) == unrelated_children
+
+    assert {e.trial_id for e in store.events("rerun_stale")} == stale
+    dependant_events = {e.trial_id: e.data for e in store.events("rerun_dependant")}
+    assert dependant_events == {
+        tid: {"stale_source": a, "superseded_skill_sha": before[a].skill_sha, "old_status": "completed",
+              "old_record_sha": before[tid].record_sha} for tid in (b, c)}
+
+    # Nothing is stale any more; the chain runs again on its new source (no conflict with the old outcomes).
+    sync = store.record_plan(new_plan)
+    assert sync.stale_ids == () and {a, b, c} <= set(sync.pending_ids)
+    store.write_outcomes([make_outcome(replace(by_id[a], config_hash="d" * 64), tier="fail"),
+                          make_outcome(by_id[b], tier="fail", skill="# SKILL\n- new\n"), make_outcome(by_id[c])])
+    assert store.trial(b).final_tier == "fail" and store.skill_text(b) == "# SKILL\n- new\n"
+
+
+def test_rerun_stale_leaves_upstream_and_unplanned_trials_alone(planned) -> None:
+    store, trials = planned
+    by_id = {t.trial_id: t for t in trials}
+    chain = f"{MODEL}/{PROBLEMS[0]}/chain0"
+    h0, h1, h2 = (f"{chain}/h{k}" for k in range(3))
+    solo = f"{MODEL}/{PROBLEMS[1]}/r0/solo_tirx"
+    dropped = f"{MODEL}/{PROBLEMS[1]}/r0/tirx2cutedsl_skill"      # reads solo's SKILL.md, but leaves the plan
+    store.write_outcomes([make_outcome(by_id[t]) for t in (h0, h1, solo)]
+                         + [make_outcome(by_id[h2], status="error", n_submissions=0)]   # finished all the same
+                         + [make_outcome(by_id[dropped], status="skipped", n_submissions=0, n_calls=0, skill="")])
+    kept = {t: store.trial(t) for t in (h0, dropped)}
+    new_plan = [replace(t, problem_hash="q" * 64) if t.trial_id in (h1, solo) else t
+                for t in trials if t.trial_id != dropped]
+    sync = store.record_plan(new_plan)
+    assert set(sync.stale_ids) == {h1, solo} and sync.unplanned_ids == (dropped,)
+
+    reset = store.rerun_stale(sync.stale_ids)
+    assert reset.dependant_ids == (h2,)                           # a hop downstream; its source's source is not
+    assert store.trial(h2).status == "planned" and store.trial(h1).status == "planned"
+    assert store.trial(h0) == kept[h0] and store.trial(dropped) == kept[dropped]
+    assert child_rows(store, dropped)["skills"] == 1
+    assert [e.trial_id for e in store.events("rerun_dependant")] == [h2]
+    assert store.events("rerun_dependant")[0].data["stale_source"] == h1
+    assert store.events("rerun_dependant")[0].data["old_status"] == "error"
+
+
+def test_a_stale_dependant_not_asked_for_is_reset_with_the_plans_hashes(planned) -> None:
+    store, trials = planned
+    by_id = {t.trial_id: t for t in trials}
+    h0, h1, h2 = (f"{MODEL}/{PROBLEMS[0]}/chain0/h{k}" for k in range(3))
+    store.write_outcomes([make_outcome(by_id[t]) for t in (h0, h1, h2)])
+    new_plan = [replace(t, template_hash="u" * 64) if t.trial_id in (h0, h1) else t for t in trials]
+    sync = store.record_plan(new_plan)
+    assert sync.stale_ids == (h0, h1)
+    reset = store.rerun_stale([h0])                               # h1 is below h0: it cannot stay done
+    assert reset.stale_ids == (h0,) and reset.dependant_ids == (h1, h2)
+    assert store.trial(h1).template_hash == "u" * 64 and store.trial(h2).template_hash == "t" * 64
+    with pytest.raises(StoreError, match="not reported stale"):   # reset already: nothing left to rerun
+        store.rerun_stale([h1])
+    assert store.record_plan(new_plan).stale_ids == () and store.record_plan(new_plan).refreshed_ids == ()
 
 
 def test_events(planned) -> None:

@@ -5,6 +5,7 @@
     scheduler.py  Scheduler: where a hop is scheduled (dispatch, retries, batching writes, Ctrl-C)
     runner.py     execute_trial: the body of a trial's Ray task (a real attempt or a synthetic draw)
     services.py   evaluator actors and model servers of a campaign (start, health, restart)
+    evaluator_slots.py  least-load placement of judgements on evaluators, one arrival-order queue (the router's core)
     summary.py    what `mkb run` summarises from the store
 Trials and outcomes are records (`mkb_ray.records`); the commands are `mkb plan` and `mkb run` (`mkb_ray.cli`).
 """

@@ -136,6 +136,14 @@ class SchedulerSpec(_Strict):
     model_concurrency: dict[str, int] = Field(
         default_factory=dict, description="roster name → attempts talking to it at once (overrides the "
                                           "roster's max_concurrency)")
+    attempts_per_eval_slot: int = Field(
+        8, ge=1, description="attempts in flight per evaluator judgement slot: bounds dispatch by the "
+                             "evaluators' capacity as well as the models' (an attempt spends most of its budget "
+                             "with the model; ~10 submissions of ~20 s of judging each on a GPU)")
+    placement: Literal["auto", "local", "roles"] = Field(
+        "auto", description="where work runs: local (plain CPUs/GPUs) or roles (each role asks for its node "
+                            "group's resource: mkb_agent_cpu, mkb_eval_gpu, mkb_model_gpu; see "
+                            "experiments/clusters/); auto: roles on a cluster that offers mkb_agent_cpu")
 
     @field_validator("model_concurrency")
     @classmethod

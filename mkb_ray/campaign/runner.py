@@ -2,9 +2,12 @@
 
 It runs on any node of the cluster, so it takes everything by value (the trial, the source SKILL.md text, the
 model endpoint, the evaluator actor handle) and returns a `TrialOutcome` carrying the record and every artifact as
-bytes: the driver, the store's only writer, needs no shared filesystem. Real trials run `mkb_ray.agents.attempt`
-(the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` — optionally with the synthetic
-agent's final kernel (the problem's shipped solution) judged for real, to exercise evaluators under faults.
+bytes: the driver, the store's only writer, needs no shared filesystem. On a cluster run (`shared_run_dir` set) the
+task instead writes its artifacts and its outcome into the run's shared directory before it returns (spool.py), so
+that a finished attempt survives the driver and a large workspace never travels through it. Real trials run
+`mkb_ray.agents.attempt` (the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` —
+optionally with the synthetic agent's final kernel (the problem's shipped solution) judged for real, to exercise
+evaluators under faults.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class TrialContext:
     problems_root: Optional[str] = None
     synthetic_json: Optional[str] = None  # SyntheticSpec as JSON: synthetic mode
     real_judge: bool = False            # synthetic mode only: judge the synthetic agent's final kernel for real
+    shared_run_dir: Optional[str] = None  # cluster runs: the run directory, at this path on every node (spool.py)
 
 
 def collect_artifacts(out_dir: Path) -> dict[str, bytes]:
@@ -97,7 +101,9 @@ async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext
     if solution is None:
         return outcome
     source = solution.read_text(encoding="utf-8")
-    verdict = Verdict.model_validate(await as_evaluator_port(evaluator).evaluate(trial.problem_id, source, trial.dsl))
+    preset = _synthetic_spec(ctx.synthetic_json).judge_preset if ctx.synthetic_json else None
+    verdict = Verdict.model_validate(await as_evaluator_port(evaluator).evaluate(trial.problem_id, source, trial.dsl,
+                                                                                 preset=preset))
     record = AttemptRecord.model_validate_json(outcome.record_json or "")
     record.final_verdict = verdict
     record.notes.append("synthetic agent; final kernel = the problem's shipped solution, judged for real")
@@ -127,3 +133,16 @@ def _synthetic_spec(spec_json: str) -> Any:
     from ..synthetic import SyntheticSpec
 
     return SyntheticSpec.model_validate_json(spec_json)
+
+
+def execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext,
+                  spec: Any, api_base: Optional[str], evaluator: Any) -> list[TrialOutcome]:
+    """The Ray task: run trials one after another (synthetic batches; real trials come one per task). On a
+    cluster run (`ctx.shared_run_dir`) the task leaves its outcomes, artifacts included, in the run's spool
+    before it returns, so they survive the driver; what it returns then carries artifact addresses, not bytes."""
+    from .spool import OutcomeSpool
+
+    outcomes = [execute_trial(t, s, ctx, spec, api_base, evaluator) for t, s in zip(trials, skills)]
+    if ctx.shared_run_dir is not None:
+        outcomes = OutcomeSpool(Path(ctx.shared_run_dir)).write(outcomes)
+    return outcomes

@@ -1,17 +1,20 @@
 """Where a hop is scheduled: the driver loop that runs a plan's trials on Ray and writes their outcomes.
 
-Loop: dispatch ready trials as Ray tasks (bounded per model by its concurrency), collect finished ones with one
-`ray.wait` over everything in flight, write outcomes to the store in batches, and only then release dependants —
-a trial counts as done once it is written, so a killed driver loses at most the unwritten batch, which the next
-run re-runs (it is still 'planned' in the store): nothing is lost, nothing duplicated.
+Loop: dispatch ready trials as Ray tasks (bounded per model by its concurrency, and by the evaluators' capacity),
+collect finished ones with one `ray.wait` over everything in flight, write outcomes to the store in batches, and
+only then release dependants — a trial counts as done once it is written, so a killed driver loses at most the
+unwritten batch, which the next run re-runs (it is still 'planned' in the store): nothing is lost, nothing
+duplicated. On a cluster the tasks outlive the driver (submit.py, spool.py): the next driver collects what
+finished meanwhile and adopts what still runs.
 
 Why `ray.wait` and not one asyncio await per ObjectRef: a synthetic campaign has 10^5 trials and the per-trial
 cost of the driver is what bounds it; one wait over the in-flight set is O(in-flight) per round and keeps Ctrl-C,
 batching and progress in one plain loop.
 
 Faults: a task that raises (worker died, node lost, bug) is re-run up to `max_trial_retries` times, then stored as
-`infra_error`; an attempt that ended with `llm_error` while its model server is down pauses that model, restarts
-the server and re-runs the trial (bounded the same way); evaluator actors restart on their own (services.py).
+`infra_error`; an attempt that ended with `error` has its model's server probed, off the loop (model_health.py):
+answered, the error is the model's result; down, that model alone pauses while its server restarts, and the trial
+runs again (bounded the same way); evaluator actors restart on their own (services.py).
 """
 from __future__ import annotations
 
@@ -24,9 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence
 
+from .model_health import ModelHealth
+from .placement import Placement
 from .plan import Plan
-from .runner import TrialContext, execute_trial
+from .runner import TrialContext, execute_batch
 from .services import EvaluatorPool
+from .spool import OutcomeSpool, ingest_spool, spool_key
+from .submit import DemandSignal, DirectSubmitter, LauncherSubmitter, Launch, Submitter
 from ..records import Trial, TrialOutcome
 
 if TYPE_CHECKING:
@@ -72,6 +79,7 @@ class SchedulerSettings:
     synthetic_batch: int = 64           # synthetic trials per Ray task (one each for real trials)
     synthetic_inflight: int = 64        # synthetic tasks in flight
     wait_timeout_s: float = 0.05
+    judged_inflight: Optional[int] = None   # trial tasks in flight at most, for the evaluators' capacity
 
 
 @dataclass
@@ -107,13 +115,17 @@ class RunResult:
 class _Flight:
     trials: list[Trial]
     model: str
+    key: str            # the task's key: its spool file and its entry in the launcher
 
 
 class Scheduler:
     """Runs the not-yet-done trials of `plan`, writing outcomes to `store` (a RunStore).
 
     services: the model servers (None: nothing to restart, e.g. synthetic runs); evaluator: handed to each trial
-    task as it is (None: no real judging).
+    task as it is (None: no real judging). A cluster run also passes `launcher` (the run's TrialLauncher actor:
+    tasks outlive this driver and a restarted driver adopts them), `spool` (the outcomes finished tasks left,
+    ingested before anything is planned) and a `roles` placement (trial tasks ask for the agent group's
+    resource, and the autoscaler is told what the ready trials need).
     """
 
     def __init__(self, plan: Plan, store: OutcomeStore, contexts: dict[str, TrialContext],
@@ -121,12 +133,14 @@ class Scheduler:
                  services: Optional[ModelServers] = None, evaluator: Optional[EvaluatorPool] = None,
                  settings: SchedulerSettings = SchedulerSettings(),
                  on_progress: Optional[Callable[[Progress], None]] = None,
-                 task: Optional[Callable[..., list[TrialOutcome]]] = None) -> None:
+                 task: Optional[Callable[..., list[TrialOutcome]]] = None, launcher: Any = None,
+                 spool: Optional[OutcomeSpool] = None, placement: Placement = Placement()) -> None:
         self.plan, self.store, self.contexts = plan, store, contexts
         self.concurrency, self.specs, self.services, self.evaluator = concurrency, specs, services, evaluator
         self.settings = settings
         self.on_progress = on_progress
-        self.task = task or _execute_batch  # the Ray task body; tests inject faults through it
+        self.task = task or execute_batch  # the Ray task body; tests inject faults through it
+        self.launcher, self.spool, self.placement = launcher, spool, placement
         self.synthetic = plan.synthetic
         # Synthetic draws are batched many to a Ray task (they cost ~0.3 ms each); trials that call a real judge or
         # model run one per task so they spread over evaluators and model replicas.
@@ -140,7 +154,10 @@ class Scheduler:
         self._tail = plan.graph.tail_lengths()   # by plan position
         self._running: dict[str, int] = {}
         self._flights: dict[Any, _Flight] = {}
-        self._paused: set[str] = set()
+        # Probes and restarts of model servers run on threads of their own (model_health.py): a slow probe or a
+        # 30-minute restart pauses only its model's trials.
+        self._health = ModelHealth(services) if services is not None else None
+        self._collected: list[_Flight] = []   # flights whose outcomes wait in the buffer for the next flush
 
     # -- dispatch ------------------------------------------------------------------------------------------------
     def _enqueue(self, trials: list[Trial]) -> None:
@@ -157,27 +174,72 @@ class Scheduler:
             text = self.store.skill_text(trial.skill_from) or ""
         return text
 
-    def _dispatch(self, remote: Any) -> None:
+    def _limit(self, model: str) -> int:
+        """Tasks of this model in flight at most."""
+        return self.settings.synthetic_inflight if self.batched else self.concurrency.get(model, 1)
+
+    def _judges_full(self) -> bool:
+        bound = self.settings.judged_inflight
+        return bound is not None and not self.batched and sum(self._running.values()) >= bound
+
+    def _dispatch(self, submitter: Submitter) -> None:
+        flights: list[_Flight] = []
+        launches: list[Launch] = []
         for model, queue in self._queues.items():
             if model in self._paused:
                 continue
-            limit = self.settings.synthetic_inflight if self.batched else self.concurrency.get(model, 1)
-            while queue and self._running.get(model, 0) < limit:
+            while queue and self._running.get(model, 0) < self._limit(model) and not self._judges_full():
                 size = min(self.settings.synthetic_batch, len(queue)) if self.batched else 1
                 batch = [heapq.heappop(queue)[2] for _ in range(size)]
                 skills = [self._source_skill(t) for t in batch]
                 ctx = self.contexts[model]
                 spec = self.specs.get(model)
                 api_base = self.services.api_base(model) if self.services is not None else None
-                ref = remote.remote(batch, skills, ctx, spec, api_base, self.evaluator)
-                self._flights[ref] = _Flight(batch, model)
+                ids = [t.trial_id for t in batch]
+                flights.append(_Flight(batch, model, spool_key(ids)))
+                launches.append(Launch(flights[-1].key, ids, model, (batch, skills, ctx, spec, api_base,
+                                                                     self.evaluator)))
                 self._running[model] = self._running.get(model, 0) + 1
                 for t in batch:
                     self._attempts[t.trial_id] = self._attempts.get(t.trial_id, 0) + 1
+        for flight, ref in zip(flights, submitter.submit(launches)):
+            self._flights[ref] = flight
+
+    def _adopt(self, submitter: Submitter, done: set[str]) -> set[str]:
+        """Wait on the tasks a previous driver of this run left running instead of submitting them again;
+        returns their trial ids. A task some of whose trials are already stored is let go (its trials that are
+        not are queued afresh)."""
+        adopted: set[str] = set()
+        stale: list[str] = []
+        for task in submitter.adopt():
+            if any(t in done or t not in self.plan for t in task.trial_ids):
+                stale.append(task.key)
+                continue
+            self._flights[task.ref] = _Flight([self.plan.by_id(t) for t in task.trial_ids], task.model, task.key)
+            self._running[task.model] = self._running.get(task.model, 0) + 1
+            for tid in task.trial_ids:
+                self._attempts[tid] = 1
+            adopted.update(task.trial_ids)
+        submitter.release(stale)
+        if adopted or stale:
+            self.store.log_event("adopted", None, trials=len(adopted), tasks=len(self._flights),
+                                 let_go=len(stale))
+        return adopted
+
+    def _demand(self) -> int:
+        """Trial tasks the ready and running work could use now (each model capped by its limit)."""
+        total = 0
+        for model in set(self._queues) | set(self._running):
+            queued = len(self._queues.get(model, ()))
+            tasks = -(-queued // self.settings.synthetic_batch) if self.batched else queued
+            total += min(self._limit(model), self._running.get(model, 0) + tasks)
+        bound = self.settings.judged_inflight
+        return total if bound is None or self.batched else min(total, bound)
 
     # -- results -------------------------------------------------------------------------------------------------
     def _collect(self, ref: Any, progress: Progress) -> list[Trial]:
-        """Take one finished task; returns trials to run again."""
+        """Take one finished task; returns trials to run again (a crashed task's; attempt errors go to the
+        model-health probes, which answer in a later round)."""
         import ray
 
         flight = self._flights.pop(ref)
@@ -185,24 +247,36 @@ class Scheduler:
         try:
             outcomes: list[TrialOutcome] = ray.get(ref)
         except Exception as err:  # noqa: BLE001 - any task failure is retried, then stored as infra_error
+            # Not released: a retry re-submits under the same key, and the launcher holds that task instead.
             return self._failed(flight.trials, f"{type(err).__name__}: {str(err)[:2000]}", progress)
-        retry: list[Trial] = []
+        self._collected.append(flight)
         for trial, outcome in zip(flight.trials, outcomes):
-            if self._model_went_down(trial, outcome):
-                retry.extend(self._failed([trial], outcome.error or "llm_error", progress, kind="model_down"))
+            if outcome.status == "error" and self._health is not None:
+                self._health.hold(trial, outcome)   # the model's result, or its server's fault: a probe decides
                 continue
             self._keep(outcome, trial)
-        return retry
+        return []
 
-    def _model_went_down(self, trial: Trial, outcome: TrialOutcome) -> bool:
-        """An attempt that failed on its model while the model's server is down is not the model's result."""
-        if outcome.status != "error" or self.services is None:
-            return False
-        if not self.services.healthy(trial.model):
-            self.store.log_event("server_down", trial.trial_id, model=trial.model)
-            self._paused.add(trial.model)
-            return True
-        return False
+    @property
+    def _paused(self) -> set[str]:
+        """Models whose server is down: their trials wait for its restart."""
+        return self._health.down if self._health is not None else set()
+
+    def _apply_health(self, progress: Progress) -> None:
+        """What the model-server probes and restarts found since the last round."""
+        news = self._health.poll() if self._health is not None else None
+        if news is None:
+            return
+        for model in news.went_down:
+            self.store.log_event("server_down", None, model=model)
+        for trial, outcome in news.keep:
+            self._keep(outcome, trial)
+        for trial, why in news.rerun:
+            self._enqueue(self._failed([trial], why, progress, kind="model_down"))
+        for model in news.came_back:
+            self.store.log_event("server_restart", None, model=model)
+        for model, error in news.restart_failed:
+            log.error("restarting model server %s failed: %s", model, error)
 
     def _failed(self, trials: list[Trial], error: str, progress: Progress, kind: str = "task_error") -> list[Trial]:
         retry = []
@@ -225,11 +299,17 @@ class Scheduler:
             outcome = replace(outcome, attempts=attempts)
         self._buffer.append(outcome)
 
-    def _flush(self, done: set[str], progress: Progress) -> None:
-        if not self._buffer:
+    def _flush(self, done: set[str], progress: Progress, submitter: Submitter) -> None:
+        if not self._buffer and not self._collected:
             return
         batch, self._buffer = self._buffer, []
+        collected, self._collected = self._collected, []
         self.store.write_outcomes(batch)
+        # Committed: the tasks' spool files and the launcher's refs are no longer the only copy.
+        if self.spool is not None:
+            for flight in collected:
+                self.spool.remove([t.trial_id for t in flight.trials])
+        submitter.release([flight.key for flight in collected])
         for outcome in batch:
             tid = outcome.trial_id
             done.add(tid)
@@ -247,27 +327,13 @@ class Scheduler:
             queued = {t.skill_from for q in self._queues.values() for _, _, t in q if t.skill_from}
             self._skills = {k: v for k, v in self._skills.items() if k in queued}
 
-    def _resume_paused(self) -> None:
-        for model in list(self._paused):
-            if self.services is None:
-                self._paused.discard(model)
-                continue
-            log.warning("model server %s is down: restarting it (its trials wait)", model)
-            try:
-                self.services.restart(model)
-                self.store.log_event("server_restart", None, model=model)
-            except Exception as err:  # noqa: BLE001 - its trials stay queued; the next round tries again
-                log.error("restarting model server %s failed: %s", model, err)
-                continue
-            self._paused.discard(model)
-
-    def _round(self, remote: Any, done: set[str], progress: Progress, clock: "_Clock") -> None:
-        """One pass of the loop: dispatch, collect what finished, flush, report."""
+    def _round(self, submitter: Submitter, done: set[str], progress: Progress, clock: "_Clock",
+               demand: Optional[DemandSignal]) -> None:
+        """One pass of the loop: dispatch, collect what finished, flush, report, tell the autoscaler."""
         import ray
 
-        if self._paused:
-            self._resume_paused()
-        self._dispatch(remote)
+        self._apply_health(progress)
+        self._dispatch(submitter)
         if self._flights:
             ready, _ = ray.wait(list(self._flights), num_returns=len(self._flights),
                                 timeout=self.settings.wait_timeout_s, fetch_local=True)
@@ -276,45 +342,71 @@ class Scheduler:
         now = time.monotonic()
         if (len(self._buffer) >= self.settings.flush_max or now - clock.last_flush >= self.settings.flush_interval_s
                 or not self._flights):
-            self._flush(done, progress)
+            self._flush(done, progress, submitter)
             clock.last_flush = now
         if self.on_progress is not None and now - clock.last_report >= 0.5:
             progress.running = sum(len(f.trials) for f in self._flights.values())
             progress.queued = sum(len(q) for q in self._queues.values())
             self.on_progress(progress)
             clock.last_report = now
+        if demand is not None:
+            demand.update(self._demand(), now)
         if not self._flights and not self._buffer and any(self._queues.values()) and \
                 all(m in self._paused for m, q in self._queues.items() if q):
-            time.sleep(1.0)  # every queued model is paused on a server restart that failed
+            time.sleep(0.2)  # every queued model waits on its server's restart
+
+    def _held_for_health(self) -> bool:
+        return self._health is not None and self._health.holding
+
+    def _submitter(self) -> Submitter:
+        num_cpus = 1 if self.batched else 0
+        if self.launcher is not None:
+            return LauncherSubmitter(self.launcher, num_cpus, self.placement.trial)
+        return DirectSubmitter(self.task, num_cpus, self.placement.trial)
+
+    def _demand_signal(self) -> Optional[DemandSignal]:
+        if self.placement.mode != "roles":
+            return None
+        return DemandSignal({**self.placement.trial, **({"CPU": 1.0} if self.batched else {})})
 
     # -- the loop ------------------------------------------------------------------------------------------------
     def run(self) -> RunResult:
-        import ray
-
+        if self.spool is not None:
+            ingested = ingest_spool(self.spool, self.store, self.plan)
+            if ingested:
+                log.info("collected %d outcome(s) that finished after the last driver stopped", ingested)
         done = self.store.done_ids()
         progress = Progress(total=len(self.plan), done_before=sum(1 for t in self.plan if t.trial_id in done))
-        self._enqueue(self.plan.ready(done))
-        remote = ray.remote(num_cpus=1 if self.batched else 0, max_retries=0)(self.task)
+        submitter = self._submitter()
+        adopted = self._adopt(submitter, done)
+        self._enqueue([t for t in self.plan.ready(done) if t.trial_id not in adopted])
+        demand = self._demand_signal()
         clock = _Clock(last_flush=time.monotonic())
         interrupted = False
         self.store.log_event("started", None, pending=progress.total - progress.done_before)
         stop = threading.Event()
         try:
             with _first_ctrl_c_sets(stop):
-                while (self._flights or self._buffer or any(self._queues.values())) and not stop.is_set():
-                    self._round(remote, done, progress, clock)
+                while (self._flights or self._buffer or any(self._queues.values()) or self._held_for_health()) \
+                        and not stop.is_set():
+                    self._round(submitter, done, progress, clock, demand)
         except KeyboardInterrupt:  # a second Ctrl-C while the first one's stop was under way
             stop.set()
         if stop.is_set():
             interrupted = True
             # No ray.cancel: cancelling a task while its reply is in flight trips a fatal check in Ray's core
             # worker (ray-project/ray#54846), which killed the driver before it could say "interrupted". The
-            # running tasks belong to this driver, so Ray kills their workers when it disconnects.
+            # running tasks go with their owner: this driver when it disconnects, or the launcher, killed below.
             log.warning("interrupted: %d running task(s) are dropped; finished outcomes are kept",
                         sum(len(f.trials) for f in self._flights.values()))
             self._flights.clear()
-            self._flush(done, progress)
+            self._flush(done, progress, submitter)
             self.store.log_event("interrupted", None, done=progress.done)
+        if demand is not None:
+            demand.clear()
+        submitter.close(stop_running=interrupted)
+        if self._health is not None:
+            self._health.close()
         progress.running = progress.queued = 0
         if self.on_progress is not None:
             self.on_progress(progress)
@@ -347,10 +439,3 @@ def _first_ctrl_c_sets(stop: threading.Event):
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext,
-                   spec: Optional["ModelSpec"], api_base: Optional[str],
-                   evaluator: Optional[EvaluatorPool]) -> list[TrialOutcome]:
-    """The Ray task: run trials one after another (synthetic batches; real trials come one per task)."""
-    return [execute_trial(t, s, ctx, spec, api_base, evaluator) for t, s in zip(trials, skills)]

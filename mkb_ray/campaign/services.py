@@ -1,9 +1,13 @@
 """The long-lived services a campaign's trials talk to: evaluator actors and model servers.
 
 Started by the driver from the config, never sharing a GPU (evaluators take `num_gpus=1` each; model servers
-reserve theirs through Ray Serve). Evaluators restart on their own (Ray `max_restarts`) and a call that was in
-flight when one died is retried on the restarted actor (`max_task_retries`), so the submission is judged again.
-A model server that stops answering is restarted by the scheduler through `ModelServices.restart`.
+reserve theirs through Ray Serve). Submissions reach the evaluators through one router actor, which sends each to
+the evaluator with the most free room and queues it, in arrival order, while every slot is taken
+(`evaluator_slots.py` says why); `EvaluatorPool.capacity` is how many judgements run at once. Evaluators restart on
+their own (Ray `max_restarts`) and a call that was in flight when one died is retried on the restarted actor
+(`max_task_retries`), so the submission is judged again; one whose restarts are spent is retired by the router and
+its submission judged on another. A model server that stops answering is restarted by the scheduler through
+`ModelServices.restart`.
 """
 from __future__ import annotations
 
@@ -13,47 +17,125 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .evaluator_slots import PoolLoad
+
 log = logging.getLogger(__name__)
 
 # Bounded: an actor that keeps dying (a broken node) must surface as failures, not loop forever.
 EVALUATOR_MAX_RESTARTS = 5
 EVALUATOR_MAX_TASK_RETRIES = 3
+# Bounded likewise. A restarted router counts in-flight judgements from zero, so for a while it may send work to
+# an evaluator still finishing what the dead one forwarded; that evaluator's own slots queue it meanwhile.
+ROUTER_MAX_RESTARTS = 5
+ROUTER_MAX_TASK_RETRIES = 3
+LOAD_TIMEOUT_S = 30.0
 SERVER_START_TIMEOUT_S = 1800.0
 HEALTH_TIMEOUT_S = 90.0  # a one-token completion on a busy CPU server takes seconds
 
 
 class EvaluatorPool:
-    """The evaluator port over several EvaluatorActor handles: a submission goes to one chosen by its content,
-    so re-judging the same kernel lands on the same actor (and its compile cache). Picklable: trials on other
-    nodes receive it as an argument."""
+    """The evaluator port over the campaign's EvaluatorActors, through their router (`actors/evaluator_router.py`):
+    a submission goes to the evaluator with the most free room; ties to the one the source's hash prefers, so
+    re-judging a kernel tends to find that evaluator's compile cache. Picklable: trials on other nodes receive it as
+    an argument, and every copy talks to the same router, which counts the load of all of them."""
 
-    def __init__(self, handles: list[Any]) -> None:
+    def __init__(self, router: Any, handles: list[Any], slots: list[int]) -> None:
         if not handles:
             raise ValueError("an evaluator pool needs at least one evaluator actor")
-        self.handles = list(handles)
+        if len(handles) != len(slots):
+            raise ValueError(f"{len(handles)} evaluator actors but {len(slots)} slot counts")
+        self.router = router
+        self.handles = list(handles)  # EvaluatorActor handles, for their stats and for fault tests
+        self.slots = list(slots)      # judgements each evaluator runs at once, in the order of `handles`
+
+    @property
+    def capacity(self) -> int:
+        """Judgements all the evaluators run at once (the router queues the rest)."""
+        return sum(self.slots)
 
     async def evaluate(self, problem_id: str, kernel_source: str, dsl: str, preset: Optional[str] = None,
                        seed: Optional[int] = None) -> dict[str, Any]:
-        handle = self.handles[zlib.crc32(kernel_source.encode()) % len(self.handles)]
-        return await handle.evaluate.remote(problem_id, kernel_source, dsl, preset, seed)
+        affinity = zlib.crc32(kernel_source.encode())
+        return await self.router.evaluate.remote(problem_id, kernel_source, dsl, preset, seed, affinity)
+
+    def stop(self) -> None:
+        """Kill the router and the evaluators (a cluster run's are detached and outlive the driver otherwise)."""
+        import ray
+
+        for handle in [self.router, *self.handles]:
+            try:
+                ray.kill(handle)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+
+    def load(self, timeout_s: float = LOAD_TIMEOUT_S) -> PoolLoad:
+        """Judgements in flight per evaluator and submissions waiting, as the router counts them now."""
+        import ray
+
+        return ray.get(self.router.load.remote(), timeout=timeout_s)
+
+
+def evaluator_slot_counts(device: str, slots: int, gpus: int) -> list[int]:
+    """Slots per evaluator: one evaluator per GPU with one slot each (device cuda), or one with `slots` (cpu)."""
+    if device == "cuda":
+        if gpus == 0:
+            raise RuntimeError("evaluator_devices is cuda but the Ray cluster has no GPU")
+        return [1] * gpus
+    if slots < 1:
+        raise ValueError(f"a CPU evaluator needs at least one slot, got {slots}")
+    return [slots]
+
+
+def route_evaluators(handles: list[Any], slots: list[int],
+                     router_options: Optional[dict[str, Any]] = None) -> EvaluatorPool:
+    """The pool over started evaluator actors (`slots[i]` judgements at once on `handles[i]`), with its router."""
+    from ..actors.evaluator_router import make_evaluator_router
+
+    router = make_evaluator_router(handles, slots, max_restarts=ROUTER_MAX_RESTARTS,
+                                   max_task_retries=ROUTER_MAX_TASK_RETRIES, actor_options=router_options)
+    return EvaluatorPool(router, handles, slots)
+
+
+def _kept_options(keep_as: Optional[str], suffix: str) -> dict[str, Any]:
+    """Actor options that let a cluster run's services outlive its driver: named after the run (`keep_as`),
+    detached, and found again (`get_if_exists`) by the driver that resumes the run. Empty for a local run."""
+    if keep_as is None:
+        return {}
+    from ..actors.trial_launcher import NAMESPACE
+
+    return {"name": f"{keep_as}-{suffix}", "namespace": NAMESPACE, "lifetime": "detached", "get_if_exists": True}
 
 
 def start_evaluators(device: str, slots: int, problems_root: Optional[str],
-                     baseline_cache_dir: Optional[str] = None) -> EvaluatorPool:
+                     baseline_cache_dir: Optional[str] = None, placement: Any = None,
+                     keep_as: Optional[str] = None) -> EvaluatorPool:
     """One evaluator per GPU of the cluster (device cuda), or one with `slots` CPU slots (device cpu); they cache
-    baselines in `baseline_cache_dir` (the run directory's, so that a resumed run reuses them)."""
+    baselines in `baseline_cache_dir` (the run directory's, so that a resumed run reuses them). `placement`
+    (mkb_ray.campaign.placement): a `roles` placement puts GPU evaluators on the evaluation group's nodes only.
+    `keep_as`: a cluster run's name for its services, which then survive the driver (see `_kept_options`)."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ..actors.evaluator import make_evaluator
 
-    count = int(ray.cluster_resources().get("GPU", 0)) if device == "cuda" else 1
-    if device == "cuda" and count == 0:
-        raise RuntimeError("evaluator_devices is cuda but the Ray cluster has no GPU")
-    handles = [make_evaluator(device, slots=1 if device == "cuda" else slots, problems_root=problems_root,
-                              baseline_cache_dir=baseline_cache_dir, max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES)
-               for _ in range(max(1, count))]
-    log.info("%d evaluator actor(s) on %s", len(handles), device)
-    return EvaluatorPool(handles)
+    role = dict(placement.evaluator) if placement is not None and device == "cuda" else {}
+    resources = ray.cluster_resources()
+    gpus = int(resources.get(next(iter(role)), 0) if role else resources.get("GPU", 0)) if device == "cuda" else 0
+    slot_counts = evaluator_slot_counts(device, slots, gpus)
+    handles = [make_evaluator(device, slots=n, problems_root=problems_root, baseline_cache_dir=baseline_cache_dir,
+                              max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES,
+                              actor_options={**({"resources": role} if role else {}),
+                                             **_kept_options(keep_as, f"eval-{i}")})
+               for i, n in enumerate(slot_counts)]
+    if keep_as is not None:
+        # The router reserves nothing: pinned to this (head) node, so no scale-down of an idle worker takes it.
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        log.info("%d evaluator actor(s) on %s, %d judgement slot(s) in all (kept as %s)", len(handles), device,
+                 sum(slot_counts), keep_as)
+        return route_evaluators(handles, slot_counts,
+                                {**_kept_options(keep_as, "router"), "scheduling_strategy": here})
+    log.info("%d evaluator actor(s) on %s, %d judgement slot(s) in all", len(handles), device, sum(slot_counts))
+    return route_evaluators(handles, slot_counts)
 
 
 @dataclass

@@ -3,8 +3,11 @@
 Resumable by construction: trial ids are deterministic and the store knows which are written, so running the
 same command again after a crash, a kill or Ctrl-C runs only the trials that were not written. Trials whose
 problem, templates or attempt config changed since they were stored are reported stale and kept as they are,
-unless `--rerun-stale`. Exit codes: 0 all trials stored, 1 a service failed to start, 2 bad usage or config,
-130 interrupted (resume with the same command).
+unless `--rerun-stale`. That re-runs them together with their finished dependants — the skill arms and later chain
+hops that read a stale trial's SKILL.md, directly or down a chain, were conditioned on a text the rerun replaces —
+and logs each reset in the store as a `rerun_stale` or `rerun_dependant` event. Without it, the warning says how
+many finished dependants hang off the stale trials. Exit codes: 0 all trials stored, 1 a service failed to start,
+2 bad usage or config, 130 interrupted (resume with the same command).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -31,10 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run-dir", type=Path, default=None, help="where the store lives (default: the "
                                                                    "config's run_dir, runs/<name>)")
     parser.add_argument("--rerun-stale", action="store_true",
-                        help="re-run stored trials whose problem, templates or attempt config changed")
+                        help="re-run stored trials whose problem, templates or attempt config changed, and the "
+                             "finished trials downstream of them (skill arms, later chain hops: they read the "
+                             "stale trial's SKILL.md)")
     parser.add_argument("--no-progress", action="store_true", help="log lines instead of a live display")
     parser.add_argument("--ray-address", default=None,
-                        help="an existing Ray cluster (e.g. auto); default: a local Ray on 127.0.0.1")
+                        help="an existing Ray cluster (e.g. auto); default: a local Ray on 127.0.0.1. On a cluster, "
+                             "attempts outlive this driver: rerun the same command after a crash and it collects "
+                             "what finished meanwhile")
+    parser.add_argument("--shared-dir", type=Path, default=None,
+                        help="cluster runs with several nodes: a directory every node mounts at the same path "
+                             "(NFS is fine here); attempts write their artifacts and outcomes under "
+                             "<shared-dir>/<run dir name>, and the store stays in --run-dir on the head's disk")
     parser.set_defaults(handler=run)
 
 
@@ -54,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from ..models.roster import load_roster
     from ..problems import load_problems
 
-    has_gpu = detect_gpu()
+    address = args.ray_address or os.environ.get("RAY_ADDRESS")
+    if address:
+        _init_ray(address)  # now, before planning: the cluster decides the target, not this (head) host
+        has_gpu = _cluster_judges_on_gpu(config)
+    else:
+        has_gpu = detect_gpu()
     roster = load_roster(config.roster_dir)
     problems = None if config.problems.synthetic is not None else load_problems(config.problems.root)
     plan = plan_campaign(config, problems, roster, has_gpu)
@@ -67,17 +84,24 @@ def run(args: argparse.Namespace) -> int:
     with store:
         store.set_meta(config.model_dump_json(), config_hash(config), config.is_synthetic)
         sync = store.record_plan(plan.trials)
+        already_stored = len(sync.done_ids)
         if sync.stale_ids:
             if args.rerun_stale:
-                store.rerun_stale(sync.stale_ids)
-                console.print(f"re-running {len(sync.stale_ids)} stale trial(s)")
+                reset = store.rerun_stale(sync.stale_ids)
+                # Reset dependants were current (in done_ids) and are not any more.
+                already_stored = len(set(sync.done_ids).difference(reset.dependant_ids))
+                console.print(f"re-running {len(reset.stale_ids)} stale trial(s) and {len(reset.dependant_ids)} "
+                              "finished dependant(s) of them (they read a stale trial's SKILL.md)")
             else:
+                hanging = store.finished_dependants(sync.stale_ids)
                 console.print(f"[yellow]{len(sync.stale_ids)} stored trial(s) are stale (their problem, templates "
-                              f"or attempt config changed), kept as they are; --rerun-stale re-runs them[/yellow]: "
-                              + ", ".join(sync.stale_ids[:5]) + (" ..." if len(sync.stale_ids) > 5 else ""))
-        pending = len(plan) - len(sync.done_ids) - (0 if args.rerun_stale else len(sync.stale_ids))
+                              f"or attempt config changed) and {len(hanging)} finished trial(s) depend on them (they "
+                              "read a stale trial's SKILL.md), kept as they are; --rerun-stale re-runs both"
+                              "[/yellow]: " + ", ".join(sync.stale_ids[:5])
+                              + (" ..." if len(sync.stale_ids) > 5 else ""))
+        pending = len(plan) - already_stored - (0 if args.rerun_stale else len(sync.stale_ids))
         synthetic = " [bold yellow]SYNTHETIC[/bold yellow]" if config.is_synthetic else ""
-        console.print(f"campaign {config.name}{synthetic}: {len(plan)} trials, {len(sync.done_ids)} already "
+        console.print(f"campaign {config.name}{synthetic}: {len(plan)} trials, {already_stored} already "
                       f"stored, {pending} to run → {run_dir}")
         code = 0
         if pending > 0:
@@ -96,10 +120,18 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
     from ..campaign.runner import TrialContext
     from ..campaign.scheduler import Scheduler, SchedulerSettings
     from ..campaign.services import ModelServices, start_evaluators
+    from ..campaign.spool import SpoolError
 
-    started_ray = _init_ray(args.ray_address)
+    started_ray = _init_ray(args.ray_address or os.environ.get("RAY_ADDRESS"))
+    on_cluster = bool(args.ray_address or os.environ.get("RAY_ADDRESS"))
     services: Optional[ModelServices] = None
     try:
+        placement = _placement(config, on_cluster)
+        try:
+            durable = _durable_parts(store.run_dir, args.shared_dir) if on_cluster else None
+        except SpoolError as err:
+            console.print(f"[red]mkb run:[/red] {err}")
+            return 2
         synthetic = config.synthetic
         real_judge = synthetic is None or synthetic.judge == "real"
         root = str(config.problems.root) if config.problems.root else None
@@ -108,7 +140,8 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
             device = config.scheduler.evaluator_devices
             device = ("cuda" if has_gpu else "cpu") if device == "auto" else device
             evaluator = start_evaluators(device, config.scheduler.evaluator_slots, root,
-                                         str((store.run_dir / "baselines").resolve()))
+                                         str((store.run_dir / "baselines").resolve()), placement,
+                                         keep_as=durable.name if durable else None)
         specs = {name: roster[name] for name in config.models}
         if synthetic is None:
             services = ModelServices()
@@ -125,14 +158,23 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
         contexts = {name: TrialContext(budget_json=budget_json, agent=resolve_agent(config, spec),
                                        problems_root=root,
                                        synthetic_json=synthetic.model_dump_json() if synthetic else None,
-                                       real_judge=bool(synthetic is not None and real_judge))
+                                       real_judge=bool(synthetic is not None and real_judge),
+                                       shared_run_dir=durable.run_dir if durable else None)
                     for name, spec in specs.items()}
         concurrency = {name: model_concurrency(config, spec) for name, spec in specs.items()}
-        settings = SchedulerSettings(max_trial_retries=config.scheduler.max_trial_retries)
-        scheduler = Scheduler(plan, store, contexts, concurrency, specs, services, evaluator, settings)
+        settings = SchedulerSettings(max_trial_retries=config.scheduler.max_trial_retries,
+                                     judged_inflight=_judged_inflight(config, evaluator))
+        scheduler = Scheduler(plan, store, contexts, concurrency, specs, services, evaluator, settings,
+                              launcher=durable.launcher if durable else None,
+                              spool=durable.spool if durable else None, placement=placement)
+        if durable is not None and durable.resumed:
+            console.print("this run's launcher is still up: trials a previous driver started are collected, "
+                          "not started again")
         with _progress_display(console, args.no_progress) as on_progress:
             scheduler.on_progress = on_progress
             result = scheduler.run()
+        if durable is not None and evaluator is not None:
+            evaluator.stop()   # finished or stopped on purpose; a driver that crashed leaves them to the next one
         if result.interrupted:
             console.print("[yellow]interrupted[/yellow]: finished trials are stored; run the same command again "
                           "to resume")
@@ -145,14 +187,71 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
             ray.shutdown()
 
 
-def _init_ray(address: Optional[str]) -> bool:
-    if address or os.environ.get("RAY_ADDRESS"):
-        import ray
+@dataclass(frozen=True)
+class _DurableParts:
+    """What lets a cluster run's attempts outlive this driver (mkb_ray/campaign/spool.py says how)."""
 
+    run_dir: str          # where tasks write (absolute, the same on every node): the run dir or its shared twin
+    name: str             # the run's name for its detached actors (launcher, evaluators, router)
+    launcher: Any         # the run's TrialLauncher actor
+    resumed: bool         # the launcher was left by an earlier driver of this run
+    spool: Any            # OutcomeSpool
+
+
+def _durable_parts(run_dir: Path, shared_root: Optional[Path]) -> _DurableParts:
+    from ..actors.trial_launcher import get_or_start_launcher, launcher_name
+    from ..campaign.runner import execute_batch
+    from ..campaign.spool import OutcomeSpool, share_run_dir
+
+    absolute = str(run_dir.resolve())
+    shared = share_run_dir(run_dir, shared_root)
+    launcher, resumed = get_or_start_launcher(absolute, execute_batch)
+    return _DurableParts(str(shared), launcher_name(absolute), launcher, resumed, OutcomeSpool(shared))
+
+
+def _judged_inflight(config: Any, evaluator: Any) -> Optional[int]:
+    """How many trials may be in flight at once for the evaluators' capacity (None: no real judge). A real
+    attempt spends most of its 40 minutes with the model and a few minutes judged; a synthetic one with a real
+    judge does nothing else."""
+    if evaluator is None:
+        return None
+    per_slot = 2 if config.is_synthetic else config.scheduler.attempts_per_eval_slot
+    return evaluator.capacity * per_slot
+
+
+def _placement(config: Any, on_cluster: bool) -> Any:
+    """The configured placement; `auto` is `roles` on a cluster that offers the agent group's resource."""
+    import ray
+
+    from ..campaign.placement import AGENT_RESOURCE, Placement
+
+    mode = config.scheduler.placement
+    if mode == "auto":
+        mode = "roles" if on_cluster and AGENT_RESOURCE in ray.cluster_resources() else "local"
+    return Placement.of(mode)
+
+
+def _cluster_judges_on_gpu(config: Any) -> bool:
+    import ray
+
+    devices = config.scheduler.evaluator_devices
+    if devices != "auto":
+        return devices == "cuda"
+    return _placement(config, on_cluster=True).gpu_target(ray.cluster_resources())
+
+
+def _init_ray(address: Optional[str]) -> bool:
+    """Connect to the cluster at `address`, or start a local Ray; returns whether this process should shut it
+    down at the end (it connected or started it). Idempotent: a second call keeps the first connection."""
+    import ray
+
+    if ray.is_initialized():
+        return True
+    if address:
         from . import PROCESS_ENV
 
         # A cluster's workers do not inherit this driver's environment: the variables they need travel with the job.
-        ray.init(address=address or os.environ["RAY_ADDRESS"], log_to_driver=False,
+        ray.init(address=address, log_to_driver=False,
                  runtime_env={"env_vars": dict(PROCESS_ENV)})
         return True
     from ..models.local_ray import init_local_ray

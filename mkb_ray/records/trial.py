@@ -11,7 +11,7 @@ Trials are plain frozen dataclasses with slots (not pydantic): a 100-hop campaig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 Dsl = Literal["cutedsl", "tirx"]
 Target = Literal["gpu", "cpu"]
@@ -52,18 +52,29 @@ class Trial:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredArtifact:
+    """An artifact file that the trial's worker already wrote into the run's content-addressed artifact store
+    (a cluster run, where every node reaches the run directory): the outcome carries its address, not its bytes,
+    so a 256 MB workspace file never passes through the object store or the driver's memory."""
+
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class TrialOutcome:
     """What a finished trial hands the store (the driver is its only writer).
 
     `record_json` is the AttemptRecord as JSON (None only for an infra_error with no record); `artifacts` maps
     attempt-relative names (final_kernel.py, SKILL.md, transcript.jsonl, submissions/01.py, ...) to their bytes —
-    the store writes them content-addressed, so a trial run on another node needs no shared filesystem.
+    the store writes them content-addressed, so a trial run on another node needs no shared filesystem — or, on a
+    cluster run whose nodes share the run directory, to the `StoredArtifact` its worker already wrote.
     """
 
     trial_id: str
     status: TrialStatus
     record_json: Optional[str]
-    artifacts: dict[str, bytes]
+    artifacts: dict[str, Union[bytes, StoredArtifact]]
     synthetic: bool = False
     attempts: int = 1                    # how many times the scheduler ran it (retries + 1)
     error: Optional[str] = None

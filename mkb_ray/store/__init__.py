@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from .artifacts import ArtifactMissing, ArtifactStore
 from .sqlite_store import (SCHEMA_VERSION, STANDARD_EVENT_KINDS, TERMINAL_STATUSES, Event, OutcomeConflict,
-                           PlanSync, RecordError, RunStore, Segmentation, StoreError, StoreLocked, TrialRow)
+                           PlanSync, RecordError, RunStore, Segmentation, StaleReset, StoreError, StoreLocked,
+                           TrialRow)
 from ._outcome_rows import SubmissionRow
 
 __all__ = ["ArtifactMissing", "ArtifactStore", "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore",
-           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StoreError", "StoreLocked", "SubmissionRow",
-           "TERMINAL_STATUSES",
-           "TrialRow", "export_parquet"]
+           "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "Segmentation", "StaleReset", "StoreError", "StoreLocked",
+           "SubmissionRow", "TERMINAL_STATUSES", "TrialRow", "export_parquet"]
 
 
 def __getattr__(name: str):

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import NamedTuple, Optional, Sequence, Union
 
 from pydantic import ValidationError
 
-from ..records import AttemptRecord, Trial, TrialOutcome
+from ..records import AttemptRecord, StoredArtifact, Trial, TrialOutcome
 from ._schema import TERMINAL_STATUSES, TIERS, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class PlanRow(NamedTuple):
@@ -132,6 +135,7 @@ class Prepared(NamedTuple):
     trial_id: str
     outcome_sha: str                 # fingerprint of the outcome: an identical re-write is a no-op
     blobs: dict[str, bytes]          # sha -> bytes, written as artifacts before the rows
+    stored: tuple[str, ...]          # shas the trial's worker already wrote (StoredArtifact): must be on disk
     trial_update: OutcomeUpdate
     submissions: list[SubmissionRow]
     usage: list[UsageRow]
@@ -178,15 +182,25 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
                                             f"{type(outcome.artifacts).__name__}")
     blobs: dict[str, bytes] = {}
     names: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    stored: list[str] = []
     artifact_rows = []
     for name, data in outcome.artifacts.items():
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise RecordError(tid, f"artifacts[{name!r}]", f"must be bytes, got {type(data).__name__}")
-        data = bytes(data)
-        sha = _sha(data)
-        blobs[sha] = data
+        if isinstance(data, StoredArtifact):
+            if not _SHA256.fullmatch(str(data.sha256)) or not isinstance(data.size, int) or data.size < 0:
+                raise RecordError(tid, f"artifacts[{name!r}]", f"not a valid stored artifact: {data!r}")
+            sha, size = data.sha256, data.size
+            stored.append(sha)
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            data = bytes(data)
+            sha, size = _sha(data), len(data)
+            blobs[sha] = data
+        else:
+            raise RecordError(tid, f"artifacts[{name!r}]", f"must be bytes or a StoredArtifact, got "
+                                                          f"{type(data).__name__}")
         names[name] = sha
-        artifact_rows.append(ArtifactRow(trial_id=tid, name=name, sha256=sha, bytes=len(data)))
+        sizes[sha] = size
+        artifact_rows.append(ArtifactRow(trial_id=tid, name=name, sha256=sha, bytes=size))
     skill_row = None
     if outcome.skill_md is not None:
         if not isinstance(outcome.skill_md, str):
@@ -213,7 +227,7 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
     final_tier = outcome.final_tier
     if record is not None:
         _check_record(outcome, record)
-        submissions = _submission_rows(tid, record, names, blobs)
+        submissions = _submission_rows(tid, record, names, sizes)
         usage = _usage_rows(tid, record)
         if record.final_verdict is not None:
             final_tier = record.final_verdict.tier
@@ -230,7 +244,8 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
         synthetic=int(bool(outcome.synthetic)), error=error, record_sha=record_sha, skill_sha=skill_sha,
         outcome_sha=outcome_sha, finished_at=record.finished_at if record is not None else utc_now(),
         **_figures(record), trial_id=tid)
-    return Prepared(tid, outcome_sha, blobs, update, submissions, usage, skill_row, artifact_rows)
+    return Prepared(tid, outcome_sha, blobs, tuple(stored), update, submissions, usage, skill_row,
+                    artifact_rows)
 
 
 _FIGURES = ("stop_reason", "turns", "n_submissions", "counted_submissions", "prompt_tokens", "completion_tokens",
@@ -294,8 +309,8 @@ def _check_record(outcome: TrialOutcome, record: AttemptRecord) -> None:
 
 
 def _submission_rows(tid: str, record: AttemptRecord, names: dict[str, str],
-                     blobs: dict[str, bytes]) -> list[SubmissionRow]:
-    """Every submission of the record, then its final verdict. names: artifact name -> sha; blobs: sha -> bytes."""
+                     sizes: dict[str, int]) -> list[SubmissionRow]:
+    """Every submission of the record, then its final verdict. names: artifact name -> sha; sizes: sha -> bytes."""
     submissions: list[SubmissionRow] = []
     seen: set[int] = set()
     for i, s in enumerate(record.submissions):
@@ -317,7 +332,7 @@ def _submission_rows(tid: str, record: AttemptRecord, names: dict[str, str],
         kernel_sha = names.get(path) if path else None
         submissions.append(SubmissionRow(
             trial_id=tid, idx=0, is_final=1, counted=None, refused_reason=None,
-            kernel_sha=kernel_sha or fv.source_hash, kernel_bytes=len(blobs[kernel_sha]) if kernel_sha else None,
+            kernel_sha=kernel_sha or fv.source_hash, kernel_bytes=sizes[kernel_sha] if kernel_sha else None,
             tier=fv.tier, compiled=fv.compiled, correct=fv.correct, speedup=fv.speedup, kernel_ms=fv.kernel_ms,
             eager_ms=fv.eager_ms, rejected_by=fv.rejected_by, reason=fv.reason, round_trip_s=None,
             eval_s=record.final_eval_s, queue_wait_s=None))

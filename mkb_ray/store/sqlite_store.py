@@ -29,7 +29,8 @@ Schema (schema_version 1; every table STRICT):
                 retries, cost_usd, gpu_s
     skills      (trial_id, sha256, bytes): the SKILL.md a done trial wrote (TrialOutcome.skill_md)
     artifacts   (trial_id, name, sha256, bytes): each file of TrialOutcome.artifacts, by attempt-relative name
-    events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS)
+    events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS) and the store's
+                own: `rerun_stale` and `rerun_dependant` (see `RunStore.rerun_stale`), `config_changed`
     claims, skills_segmented, annotations, lineage_edges, lineage_runs: what SKILL.md texts assert and how claims
                 descend along chains, with `claims_tables.ClaimTables`' methods (added without a version bump:
                 a store made before them gains them when opened for writing)
@@ -60,8 +61,8 @@ from .artifacts import ArtifactMissing, ArtifactStore
 from .claims_tables import CLAIMS_DDL, ClaimTables, Segmentation
 
 __all__ = ["ARTIFACTS_DIR", "LOCK_FILE", "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "STORE_FILE", "TERMINAL_STATUSES",
-           "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore", "Segmentation", "StoreError",
-           "StoreLocked", "TrialRow"]
+           "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore", "Segmentation", "StaleReset",
+           "StoreError", "StoreLocked", "TrialRow"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite"
@@ -69,7 +70,7 @@ LOCK_FILE = "store.lock"
 ARTIFACTS_DIR = "artifacts"
 # The kinds the scheduler logs; `log_event` accepts any snake_case kind, these are the documented ones.
 STANDARD_EVENT_KINDS = ("started", "retry", "infra_error", "evaluator_restart", "server_restart", "interrupted",
-                        "resumed", "rerun_stale", "config_changed")
+                        "resumed", "rerun_stale", "rerun_dependant", "config_changed", "spool_ingested", "adopted")
 _EVENT_KIND = re.compile(r"[a-z][a-z0-9_]*")
 _CHUNK = 500  # ids per IN (...) query
 
@@ -153,7 +154,8 @@ class PlanSync:
     pending_ids:   stored, not done yet (includes refreshed_ids): still to run.
     refreshed_ids: not done yet and their hashes changed: the stored row was updated (nothing was lost).
     stale_ids:     done, but their config_hash / problem_hash / template_hash differ from the plan's: NOT
-                   overwritten; `rerun_stale(ids)` resets them to the new plan, or the caller keeps them.
+                   overwritten; `rerun_stale(ids)` resets them to the new plan (and their finished dependants),
+                   or the caller keeps them.
     unplanned_ids: stored but absent from this plan (left untouched), in their stored plan order.
     """
 
@@ -163,6 +165,19 @@ class PlanSync:
     refreshed_ids: tuple[str, ...]
     stale_ids: tuple[str, ...]
     unplanned_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StaleReset:
+    """What `rerun_stale` reset to 'planned'.
+
+    stale_ids:     the stale trials asked for, in the order given; they now carry the plan's new hashes.
+    dependant_ids: finished trials of the plan downstream of them through `skill_from` (they read a SKILL.md that
+                   the rerun supersedes), not among stale_ids, in plan order; they keep their own hashes.
+    """
+
+    stale_ids: tuple[str, ...]
+    dependant_ids: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -190,6 +205,7 @@ class RunStore(ClaimTables):
         self._lock = threading.RLock()
         self._lock_fd: Optional[int] = None
         self._stale_plan: dict[str, Trial] = {}
+        self._planned_ids: frozenset[str] = frozenset()  # the last record_plan's trials
         if readonly:
             if not self.path.is_file():
                 raise StoreError(f"no run store at {self.path}")
@@ -306,7 +322,8 @@ class RunStore(ClaimTables):
     # -- the plan ----------------------------------------------------------------------------------------------
     def record_plan(self, trials: Iterable[Trial]) -> PlanSync:
         """Insert the plan's new trials (as 'planned') and compare the rest with what is stored (see PlanSync).
-        Stale done trials are reported, never overwritten: `rerun_stale` resets the ones the caller chooses."""
+        Stale done trials are reported, never overwritten: `rerun_stale` resets the ones the caller chooses (and
+        their finished dependants)."""
         plan = list(trials)
         with self._lock:
             stored = {row[0]: row[1:] for row in self._conn.execute(
@@ -341,6 +358,7 @@ class RunStore(ClaimTables):
                         refreshed.append(tid)
                         refreshes.append(plan_row(trial, old[4]))
             unplanned = tuple(sorted((tid for tid in stored if tid not in seen), key=lambda t: stored[t][4]))
+            self._planned_ids = frozenset(seen)
             with self._transaction():
                 self._conn.executemany(_INSERT_PLAN, inserts)
                 self._replace_plan_rows(refreshes)
@@ -349,41 +367,79 @@ class RunStore(ClaimTables):
     def _replace_plan_rows(self, rows: list[PlanRow]) -> None:
         self._conn.executemany(_UPDATE_PLAN, [row[1:] + row[:1] for row in rows])
 
-    def rerun_stale(self, ids: Iterable[str]) -> int:
-        """Reset trials that the last `record_plan` reported stale to 'planned' with the plan's new hashes:
-        their submission/usage/skill/artifact rows are deleted (the artifact files are kept) and a `rerun_stale`
-        event records the old hashes. Returns how many were reset. Dependants (see `dependants`) are not
-        touched: the caller decides about them."""
+    def rerun_stale(self, ids: Iterable[str]) -> StaleReset:
+        """Reset trials that the last `record_plan` reported stale to 'planned' with the plan's new hashes, and
+        with them their finished dependants (see `finished_dependants`): a dependant was conditioned on a SKILL.md
+        the rerun replaces. Every reset trial loses its submission/usage/skill/artifact rows (the artifact files
+        are kept) and gets an event: `rerun_stale` with the old and new hashes, or `rerun_dependant` naming its
+        nearest stale source (`stale_source`) and the SKILL.md it superseded (`superseded_skill_sha`, the source's
+        old skill_sha). Dependants keep their own hashes, unless the last record_plan reported them stale too.
+
+        One transaction for both: were the dependants reset after the stale trials, a crash in between would leave
+        them done with no stale trial left to find them by."""
         ids = list(dict.fromkeys(ids))
         for tid in ids:
             if tid not in self._stale_plan:
                 raise StoreError(f"trial {tid!r} was not reported stale by the last record_plan")
         if not ids:
-            return 0
+            return StaleReset((), ())
         with self._lock:
+            sources = self._finished_dependants(ids)
+            reset = ids + list(sources)
+            # A dependant reported stale but not asked for: it is planned again, so it takes the plan's hashes now.
+            replanned = [t for t in reset if t in self._stale_plan]
             old = {r[0]: r[1:] for r in self._query_ids(
-                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order, record_sha "
-                "FROM trials WHERE trial_id IN ({})", ids)}
+                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order, record_sha, skill_sha "
+                "FROM trials WHERE trial_id IN ({})", reset)}
             with self._transaction():
                 for table in _CHILD_TABLES:
-                    self._conn.executemany(f"DELETE FROM {table} WHERE trial_id = ?", [(t,) for t in ids])
-                self._replace_plan_rows([plan_row(self._stale_plan[t], old[t][4]) for t in ids])
+                    self._conn.executemany(f"DELETE FROM {table} WHERE trial_id = ?", [(t,) for t in reset])
+                self._replace_plan_rows([plan_row(self._stale_plan[t], old[t][4]) for t in replanned])
                 cleared = ", ".join(f"{c} = NULL" for c in _OUTCOME_COLUMNS
                                     if c not in ("status", "attempts", "synthetic"))
                 self._conn.executemany(
                     f"UPDATE trials SET status = 'planned', attempts = 0, synthetic = 0, {cleared} "
-                    "WHERE trial_id = ?", [(t,) for t in ids])
+                    "WHERE trial_id = ?", [(t,) for t in reset])
                 for tid in ids:
-                    status, ch, ph, th, _, record_sha = old[tid]
+                    status, ch, ph, th, _, record_sha, _ = old[tid]
                     new = self._stale_plan[tid]
                     self._insert_event("rerun_stale", tid, {
                         "old_status": status, "old_record_sha": record_sha,
                         "old_hashes": {"config": ch, "problem": ph, "template": th},
                         "new_hashes": {"config": new.config_hash, "problem": new.problem_hash,
                                        "template": new.template_hash}})
-            for tid in ids:
+                for tid, source in sources.items():
+                    status, _, _, _, _, record_sha, _ = old[tid]
+                    self._insert_event("rerun_dependant", tid, {
+                        "stale_source": source, "superseded_skill_sha": old[source][6],
+                        "old_status": status, "old_record_sha": record_sha})
+            for tid in replanned:
                 del self._stale_plan[tid]
-        return len(ids)
+        return StaleReset(tuple(ids), tuple(sources))
+
+    def finished_dependants(self, ids: Iterable[str]) -> tuple[str, ...]:
+        """The trials `rerun_stale(ids)` would reset besides `ids`, in plan order: those of the last record_plan's
+        plan downstream of `ids` through `skill_from` (see `dependants`) that are finished (a terminal status).
+        Still-planned dependants need nothing: they will read the rerun's SKILL.md. Stored trials absent from the
+        plan are left alone, as record_plan leaves them: reset, they would never run again."""
+        with self._lock:
+            return tuple(self._finished_dependants(list(dict.fromkeys(ids))))
+
+    def _finished_dependants(self, ids: list[str]) -> dict[str, str]:
+        """finished_dependants(ids), each mapped to its nearest source among `ids`."""
+        starts = set(ids)
+        below = self.dependants(ids)
+        rows = self._conn.execute("SELECT trial_id, skill_from, status FROM trials ORDER BY plan_order").fetchall()
+        source_of = {tid: source for tid, source, _ in rows if source is not None}
+        nearest: dict[str, str] = {}
+        for tid, _, status in rows:
+            if tid in below and status in TERMINAL_STATUSES and tid in self._planned_ids:
+                # Each trial has at most one skill_from, so walking up from a trial below `ids` reaches one of them.
+                source = source_of[tid]
+                while source not in starts:
+                    source = source_of[source]
+                nearest[tid] = source
+        return nearest
 
     def dependants(self, ids: Iterable[str]) -> set[str]:
         """Every stored trial that depends on these, directly or through a chain (skill_from), excluding them."""
@@ -502,6 +558,12 @@ class RunStore(ClaimTables):
                                           "outcome; refusing to overwrite it (rerun_stale resets stale trials)")
             if not todo:
                 return
+            for item in todo:
+                missing = [sha for sha in item.stored if not self.artifacts.has(sha)]
+                if missing:
+                    raise RecordError(item.trial_id, "artifacts", f"{len(missing)} artifact(s) its worker reported "
+                                      f"stored are not in {self.artifacts.root} (first: {missing[0]}); nothing of "
+                                      "this batch was written")
             self.artifacts.put_many(blob for item in todo for blob in item.blobs.items())
             try:
                 with self._transaction():

@@ -279,6 +279,10 @@ class SyntheticSpec(_Spec):
         "synthetic", description="synthetic: verdicts are drawn; real: the synthetic agent's final kernel is the "
                                  "problem's shipped solution, judged by real evaluator actors (exercises evaluators "
                                  "and their faults without a model; needs real problem ids)")
+    judge_preset: Optional[Literal["production", "smoke"]] = Field(
+        None, description="with judge: real, the shapes the final kernel is judged at: production (the "
+                          "problem's) or smoke (small); default: the device's (production on a GPU, smoke on "
+                          "the CPU target)")
 
     # --- durations (recorded, never slept) ---
     attempt_wall_s_median: float = Field(900.0, gt=0, description="median wall time of an attempt's agent loop "
