@@ -44,7 +44,7 @@ class ModelServer:
     def __init__(self, spec: ModelSpec, placement: Optional[Placement] = None, backend: Backend = "auto",
                  port: int = 0, startup_timeout_s: float = 900.0, stop_timeout_s: float = 60.0,
                  tuning: CpuTuning = CpuTuning(), models_dir: Optional[str] = None,
-                 log_dir: Optional[str] = None) -> None:
+                 log_dir: Optional[str] = None, gpu_role: Optional[dict[str, float]] = None) -> None:
         if not spec.is_local:
             raise ValueError(f"model '{spec.name}' is served by its API provider ({spec.api_litellm_id}); "
                              f"there is nothing to start")
@@ -57,6 +57,7 @@ class ModelServer:
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.tuning = tuning
+        self.gpu_role = dict(gpu_role or {})   # on a `roles` cluster: the model-serving group's resource per GPU
         self.models_dir = Path(models_dir) if models_dir else None
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="mkb-model-server-"))
         self.state = ServerState()
@@ -71,7 +72,7 @@ class ModelServer:
 
     def _make(self, backend: str, source: str) -> Endpoint:
         if backend == "ray_serve_llm":
-            return ServeLLMEndpoint(self.spec, self.placement, source, self.port, self.tuning)
+            return ServeLLMEndpoint(self.spec, self.placement, source, self.port, self.tuning, self.gpu_role)
         return VLLMProcessEndpoint(self.spec, self.placement, source, self.port, self.log_dir, self.tuning)
 
     def start(self) -> dict[str, Any]:

@@ -49,9 +49,11 @@ class Measurement:
 
 
 class _PeakSampler:
-    """Samples the driver's RSS and the summed RSS of its descendants (the local Ray) every 0.2 s."""
+    """Samples the driver's RSS and the summed RSS of Ray's processes every 0.2 s: the driver's descendants (the
+    local Ray), or, on a fake cluster, `ray_processes()` (its nodes are not the driver's children)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ray_processes=None) -> None:
+        self.ray_processes = ray_processes
         self.driver_mb = self.workers_mb = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -62,7 +64,8 @@ class _PeakSampler:
             self.driver_mb = max(self.driver_mb, me.memory_info().rss / 2**20)
             workers = 0.0
             # Ray's processes for this driver (gcs, raylet, workers) are its descendants: other Rays don't count.
-            for proc in me.children(recursive=True):
+            procs = self.ray_processes() if self.ray_processes else me.children(recursive=True)
+            for proc in procs:
                 try:
                     workers += proc.memory_info().rss / 2**20
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -92,7 +95,7 @@ def _draw_cost(config, plan, samples: int = 300) -> float:
     return (time.perf_counter() - began) / len(trials)
 
 
-def measure(hops: int, work: Path, cluster: bool = False) -> Measurement:
+def measure(hops: int, work: Path, cluster: bool = False, ray_processes=None) -> Measurement:
     from mkb_ray.campaign.config import load_experiment
     from mkb_ray.campaign.plan import plan_campaign
     from mkb_ray.campaign.runner import TrialContext
@@ -104,7 +107,7 @@ def measure(hops: int, work: Path, cluster: bool = False) -> Measurement:
     config = config.model_copy(update={"chains": config.chains.model_copy(update={"hops": hops})})
     roster = load_roster()
     run_dir = work / f"hops{hops}{'-cluster' if cluster else ''}"
-    with _PeakSampler() as sampler:
+    with _PeakSampler(ray_processes) as sampler:
         began = time.perf_counter()
         plan = plan_campaign(config, None, roster, has_gpu=False)
         with RunStore(run_dir) as store:
@@ -158,7 +161,7 @@ def _measure_on_fake_cluster(nodes: int, hops_list: list[int], work: Path) -> li
         ray.init(address=cluster.address, log_to_driver=False)
         try:
             for hops in hops_list:
-                rows.append(measure(hops, work, cluster=True))
+                rows.append(measure(hops, work, cluster=True, ray_processes=cluster.processes))
                 _print(f"{nodes} fake nodes", rows[-1])
         finally:
             ray.shutdown()

@@ -313,3 +313,20 @@ def test_smollm2_served_on_cpu_answers_through_litellm_and_stops_clean(loopback_
     assert processes.alive(pids) == [], [psutil.Process(p).cmdline() for p in processes.alive(pids)]
     assert not processes.port_open(info["port"])
     ray.kill(server)
+
+
+def test_on_a_roles_cluster_gpu_replicas_ask_for_the_model_serving_group():
+    """Every engine GPU's bundle also asks for mkb_model_gpu, which only the model-serving nodes offer, so a
+    replica can never land on an evaluator's GPU; Ray's own config model keeps the bundles as given."""
+    llm = pytest.importorskip("ray.serve.llm")
+    from mkb_ray.campaign.placement import MODEL_RESOURCE, Placement
+
+    spec = get_model("glm-5.3-flash")
+    kwargs = llm_config_kwargs(spec, "gpu", spec.hf_repo or "", gpu_role=Placement.of("roles").model_gpu)
+    engine = llm.LLMConfig(**kwargs).get_engine_config()
+    assert len(engine.placement_bundles) == spec.tensor_parallel_size
+    assert all(b.get("GPU") == 1 and b.get(MODEL_RESOURCE) == 1 for b in engine.placement_bundles)
+    assert "placement_group_config" not in llm_config_kwargs(spec, "gpu", spec.hf_repo or "")
+    # A CPU model has no GPU bundle to tag.
+    assert "placement_group_config" not in llm_config_kwargs(get_model("smollm2"), "cpu", "/m",
+                                                             gpu_role={MODEL_RESOURCE: 1.0})

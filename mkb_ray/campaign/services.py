@@ -153,6 +153,7 @@ class ModelServices:
     """Our model servers (roster `local_vllm` models) for one campaign; API models need none."""
 
     models: dict[str, ServedModel] = field(default_factory=dict)
+    gpu_role: dict[str, float] = field(default_factory=dict)   # `roles` placement: GPU replicas' group resource
 
     def start(self, specs: list[Any]) -> None:
         """Start a server for every local model in `specs` (in parallel) and wait until all serve."""
@@ -164,7 +165,7 @@ class ModelServices:
         for spec in specs:
             if not spec.is_local or spec.name in self.models:
                 continue
-            handle = make_model_server(spec)
+            handle = make_model_server(spec, **self._placement())
             pending[spec.name] = (spec, handle, handle.start.remote(), time.monotonic())
         for name, (spec, handle, ref, began) in pending.items():
             info = ray.get(ref, timeout=SERVER_START_TIMEOUT_S)
@@ -191,6 +192,9 @@ class ModelServices:
             log.warning("model server %s is unhealthy: %s", name, report.get("detail"))
         return bool(report.get("healthy"))
 
+    def _placement(self) -> dict[str, Any]:
+        return {"gpu_role": dict(self.gpu_role)} if self.gpu_role else {}
+
     def restart(self, name: str) -> str:
         """Stop what is left of a model's server and start a fresh one; returns the new api_base."""
         import ray
@@ -208,7 +212,7 @@ class ModelServices:
             pass
         _wait_name_free(f"mkb-model-server:{name}")
         began = time.monotonic()
-        served.handle = make_model_server(served.spec)
+        served.handle = make_model_server(served.spec, **self._placement())
         info = ray.get(served.handle.start.remote(), timeout=SERVER_START_TIMEOUT_S)
         served.api_base, served.restarts = info["api_base"], served.restarts + 1
         log.info("model server %s restarted in %.0f s at %s", name, time.monotonic() - began, served.api_base)

@@ -144,7 +144,7 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
                                          keep_as=durable.name if durable else None)
         specs = {name: roster[name] for name in config.models}
         if synthetic is None:
-            services = ModelServices()
+            services = ModelServices(gpu_role=dict(placement.model_gpu))
             done = store.done_ids()
             waiting = {t.model for t in plan if t.trial_id not in done}
             console.print(f"starting model server(s) for {', '.join(sorted(waiting)) or 'none'} "

@@ -85,8 +85,9 @@ class ServeLLMEndpoint:
     backend = "ray_serve_llm"
 
     def __init__(self, spec: ModelSpec, placement: Placement, model_source: str, port: int,
-                 tuning: CpuTuning = CpuTuning()) -> None:
+                 tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> None:
         self.spec, self.placement, self.model_source, self.tuning = spec, placement, model_source, tuning
+        self.gpu_role = dict(gpu_role or {})   # a cluster's model-serving resource per GPU (serve_config.py)
         self.app_name = f"mkb-{safe_name(spec.name)}"
         self.route = f"/{safe_name(spec.name)}"
         self.port = port
@@ -111,7 +112,8 @@ class ServeLLMEndpoint:
         except Exception:  # noqa: BLE001 - details are best-effort; the requested port stands
             pass
         self.api_base = self._api_base()
-        app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning))
+        app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning,
+                                                 self.gpu_role))
         serve.run(app, name=self.app_name, route_prefix=self.route, blocking=False)
         deadline = time.monotonic() + timeout_s
         while True:

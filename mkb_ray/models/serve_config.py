@@ -94,10 +94,12 @@ def _autoscaling(spec: ModelSpec) -> dict[str, Any]:
 
 
 def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning()) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> dict[str, Any]:
     """`ray.serve.llm.LLMConfig(**kwargs)` for one roster model.
 
-    `model_source` is a local model directory (CPU: the converted SmolLM2) or the HF repo id (GPU).
+    `model_source` is a local model directory (CPU: the converted SmolLM2) or the HF repo id (GPU). `gpu_role`: a
+    cluster's model-serving resource per GPU (mkb_ray.campaign.placement, `roles`): each engine GPU's bundle asks
+    for it too, so replicas land only on the model-serving group, never on an evaluator's node.
     """
     if not spec.is_local:
         raise ValueError(f"model '{spec.name}' is served through an API ({spec.api_litellm_id}), not by vLLM")
@@ -114,7 +116,13 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
         # The replica actor itself only waits on the engine process: it takes no CPU slot, so a 2-CPU Ray keeps
         # one slot for the evaluator (the engine's placement bundle takes the other).
         deployment["ray_actor_options"] = {"num_cpus": 0}
+    extra: dict[str, Any] = {}
+    if placement == "gpu" and gpu_role:
+        # One bundle per tensor-parallel rank, all on one node (a TP group shares NVLink).
+        bundles = [{"GPU": 1, **gpu_role} for _ in range(spec.tensor_parallel_size)]
+        extra["placement_group_config"] = {"bundles": bundles, "strategy": "STRICT_PACK"}
     return {
+        **extra,
         "model_loading_config": {"model_id": spec.name, "model_source": model_source},
         "accelerator_config": {"kind": placement},
         "engine_kwargs": engine_kwargs(spec, placement, tuning),
@@ -126,11 +134,11 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
 
 
 def openai_app_config(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning()) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> dict[str, Any]:
     """`ray.serve.llm.build_openai_app(config)` for one model behind its own OpenAI-compatible ingress."""
     ingress_max = max(1, spec.max_replicas) if placement == "gpu" else 1
     return {
-        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning)],
+        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning, gpu_role)],
         "ingress_deployment_config": {
             # The ingress only forwards requests: on a 2-core machine it must not hold a CPU slot.
             "ray_actor_options": {"num_cpus": 0, "runtime_env": loopback_runtime_env()},
