@@ -1,6 +1,6 @@
 """EvaluatorRouter: one actor that routes every trial's submissions to the campaign's evaluators by load.
 
-What it adds to `mkb_ray.campaign.evaluator_slots.EvaluatorSlots` (least load, one arrival-order queue):
+What it adds to `evaluator_slots.EvaluatorSlots` (least load, one arrival-order queue):
 - one place that sees all the load: trials run as Ray tasks on any node, each with its own copy of the pool, so
   only a shared actor can count what every trial has in flight on each evaluator;
 - forwarding: a submission is judged by the chosen EvaluatorActor and its verdict passed back unchanged; the slot
@@ -16,7 +16,7 @@ import asyncio
 import logging
 from typing import Any, Optional
 
-from mkb_ray.campaign.evaluator_slots import EvaluatorSlots, NoEvaluatorLeft, PoolLoad
+from mkb_ray.actors.evaluator_slots import EvaluatorSlots, NoEvaluatorLeft, PoolLoad
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from mkb_ray.campaign.evaluator_slots import EvaluatorSlots, NoEvaluatorLeft, PoolLoad
+from mkb_ray.actors.evaluator_slots import EvaluatorSlots, NoEvaluatorLeft, PoolLoad
 from mkb_ray.campaign.services import EvaluatorPool, evaluator_slot_counts, route_evaluators
 
 PROBLEM = "mlp_norm/01_fused_add_rmsnorm"

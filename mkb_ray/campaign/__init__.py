@@ -5,7 +5,10 @@
     scheduler.py  Scheduler: where a hop is scheduled (dispatch, retries, batching writes, Ctrl-C)
     runner.py     execute_trial: the body of a trial's Ray task (a real attempt or a synthetic draw)
     services.py   evaluator actors and model servers of a campaign (start, health, restart)
-    evaluator_slots.py  least-load placement of judgements on evaluators, one arrival-order queue (the router's core)
+    placement.py  which Ray resources trials, evaluators and model replicas ask for (local | roles)
+    submit.py     who submits and owns a batch's task (the driver, or a cluster run's launcher); autoscaler demand
+    spool.py      outcomes a cluster run's tasks leave before reporting back; their ingestion by the next driver
+    model_health.py  model-server probes and restarts, off the scheduler loop
     summary.py    what `mkb run` summarises from the store
 Trials and outcomes are records (`mkb_ray.records`); the commands are `mkb plan` and `mkb run` (`mkb_ray.cli`).
 """
