@@ -404,7 +404,7 @@ class Scheduler:
             self.store.log_event("interrupted", None, done=progress.done)
         if demand is not None:
             demand.clear()
-        submitter.close(stop_running=interrupted)
+        submitter.close()
         if self._health is not None:
             self._health.close()
         progress.running = progress.queued = 0

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
 from ..records import StoredArtifact, TrialOutcome
 from ..store.artifacts import ArtifactStore
+from ..store.sqlite_store import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
     from .plan import Plan
     from .scheduler import OutcomeStore
 
 SPOOL_DIR = "spool"
-ARTIFACTS_DIR = "artifacts"   # the run store's artifact directory (mkb_ray.store.sqlite_store.ARTIFACTS_DIR)
 MARKER = ".mkb-shared"        # written by the driver: a node that does not see it does not see the run directory
 
 

@@ -42,8 +42,8 @@ class Submitter(Protocol):
     def release(self, keys: Sequence[str]) -> None:
         """These tasks' outcomes are committed."""
 
-    def close(self, stop_running: bool) -> None:
-        """The scheduler is done; with `stop_running`, tasks still running are abandoned (Ctrl-C)."""
+    def close(self) -> None:
+        """The scheduler is done (finished, or stopped by Ctrl-C): tasks still running are abandoned."""
 
 
 def _task_options(num_cpus: float, resources: dict[str, float]) -> dict[str, Any]:
@@ -65,7 +65,7 @@ class DirectSubmitter:
     def release(self, keys: Sequence[str]) -> None:
         pass
 
-    def close(self, stop_running: bool) -> None:
+    def close(self) -> None:
         pass
 
 
@@ -92,7 +92,7 @@ class LauncherSubmitter:
         if keys:
             self.launcher.release.remote(list(keys))   # fire and forget: the refs are only bookkeeping
 
-    def close(self, stop_running: bool) -> None:
+    def close(self) -> None:
         import ray
 
         # Done or stopped on purpose: the launcher (and, with it, any task still running) goes. Only a driver
