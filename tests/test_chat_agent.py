@@ -234,6 +234,17 @@ def test_reply_parsing_is_lenient_where_small_models_slip():
     assert pick_skill(fenced_blocks("```markdown\n# S\n```"), "", loose=True) == "# S"
     assert pick_skill([], "# Plain skill", loose=True) == "# Plain skill"
     assert pick_skill(fenced_blocks("```markdown\n# S\n```"), "") is None
+    # Replies SmolLM2 sent to the closing request in CI (2026-12-02), with the opened ```skill fence prefilled: it
+    # closed the fence at once and wrote on, in a ```skilling block or as prose. What it wrote is its SKILL.md.
+    skilling = "```skill\n```\n\nHere's the finished SKILL.md:\n```skilling\nSKILL: \n### SKILL.SMART\n"
+    assert pick_skill(fenced_blocks(skilling), skilling, loose=True) == "SKILL: \n### SKILL.SMART"
+    assert pick_skill(fenced_blocks(skilling), skilling) is None
+    prose = "```skill\n```\n\nWhat is the SKILL.md?\n\nPlease provide more information."
+    assert pick_skill(fenced_blocks(prose), prose, loose=True) == "What is the SKILL.md?\n\nPlease provide more information."
+    # Code is never a skill, and an empty fence alone leaves SKILL.md empty.
+    code = "```skill\n```\n```python\ndef solve(x):\n    return x\n```"
+    assert pick_skill(fenced_blocks(code), code, loose=True) is None
+    assert pick_skill(fenced_blocks("```skill\n```"), "```skill\n```", loose=True) is None
 
 
 def test_conversation_is_trimmed_to_the_context_in_whole_exchanges():

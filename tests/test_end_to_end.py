@@ -15,6 +15,7 @@ import pytest
 
 from mkb_ray.actors.evaluator import EvaluatorActor
 from mkb_ray.agents.attempt import load_record, run_attempt
+from mkb_ray.agents.chat import fenced_blocks, pick_skill
 from mkb_ray.agents.workspace import WorkspaceAgent
 from mkb_ray.cli.attempt import attempt_main
 from mkb_ray.judge import JudgeOptions
@@ -111,7 +112,14 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_endpoint, tmp_path):
           f"{solo.final_verdict.tier + ' ' + str(solo.final_verdict.rejected_by) if solo.final_verdict else None}; "
           f"skill attempt {skilled.counted_submissions} submissions, SKILL.md {skilled.skill_md_bytes} bytes\n"
           f"  solo: {turn_report(solo)}\n  skill: {turn_report(skilled)}")
-    assert skilled.skill_md_bytes > 0, f"the skill attempt wrote no SKILL.md ({turn_report(skilled)})"
+    # The harness must ask for SKILL.md and keep what the model answered; whether a 135M model answers with anything
+    # is its own business (CI once saw it close the opened fence at once and write nothing else).
+    events = [json.loads(line) for line in (skill_dir / "transcript.jsonl").read_text().splitlines()]
+    answers = [e["content"] for e in events
+               if e.get("role") == "assistant" and e.get("purpose") in ("skill", "skill_checkpoint")]
+    assert answers, f"the skill attempt was never asked for SKILL.md ({turn_report(skilled)})"
+    assert skilled.skill_md_bytes > 0 or all(pick_skill(fenced_blocks(a), a, loose=True) is None for a in answers), \
+        f"the skill attempt's SKILL.md is empty although the model answered with one ({turn_report(skilled)})"
 
 
 # The tools the harness makes SmolLM2 call, turn by turn (a named tool_choice; SmolLM2 writes every argument), then

@@ -73,14 +73,19 @@ def pick_kernel(blocks: list[Block]) -> Optional[str]:
 
 
 def pick_skill(blocks: list[Block], text: str, loose: bool = False) -> Optional[str]:
-    """The SKILL.md in a reply: the last ```skill block. `loose` (the closing turn): also a markdown block, or the
-    whole reply when it has no fenced block at all."""
-    tags = LOOSE_SKILL_TAGS if loose else SKILL_TAGS
+    """The SKILL.md in a reply: the last non-empty ```skill block. `loose` (a reply to a request for SKILL.md
+    alone): also a markdown block or any block whose tag starts with "skill" (small models write ```skilling), and
+    when no block holds anything, the reply's own text without its empty fences (a model that closes the opened
+    fence at once and writes its notes after it)."""
+    def wanted(tag: str) -> bool:
+        return tag in SKILL_TAGS or (loose and (tag in LOOSE_SKILL_TAGS or tag.startswith("skill")))
+
     for block in reversed(blocks):
-        if block.tag in tags and block.body.strip():
+        if wanted(block.tag) and block.body.strip():
             return block.body.strip()
-    if loose and not blocks and text.strip():
-        return text.strip()
+    if loose and not any(block.body.strip() for block in blocks):
+        prose = re.sub(r"^[ \t]{0,3}(```+|~~~+)[^\n]*$", "", text, flags=re.MULTILINE).strip()
+        return prose or None
     return None
 
 
