@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import ast
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .problem_source import ExpressionError, arch_hint, cuda_pins, evaluate_work, shape_constants
+
+DEFAULT_ARCH = "sm_90a"
 FAMILIES = ("attention", "kv_cache", "mlp_norm", "moe", "quantization", "linear_attention")
 # Solution variants: (dsl, target). File suffix -> variant.
 SOLUTION_VARIANTS = {"cutedsl": ("cutedsl", "gpu"), "tirx": ("tirx", "gpu"), "tirx_cpu": ("tirx", "cpu")}
@@ -31,12 +35,15 @@ class Sidecar(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     family: Literal["attention", "kv_cache", "mlp_norm", "moe", "quantization", "linear_attention"]
-    min_arch: Literal["sm_90a", "sm_100a"] = "sm_90a"
+    min_arch: Optional[Literal["sm_90a", "sm_100a"]] = Field(
+        None, description="unset: inferred from the problem file, else sm_90a (see Problem.min_arch)")
     mutates: list[int] = Field(default_factory=list)
     outlier_inputs: list[int] = Field(default_factory=list)
     outlier_scale: float = Field(16.0, gt=0)
-    flops: Optional[str] = None
-    bytes: Optional[str] = None
+    flops: Optional[str] = Field(None, description="arithmetic over the shape constants: the work, for the roofline")
+    bytes: Optional[str] = Field(None, description="arithmetic over the shape constants: bytes read plus written")
+    flops_kind: Literal["bf16_tensor", "fp8_tensor", "int8_tensor", "fp32"] = Field(
+        "bf16_tensor", description="which compute peak the flops are read against")
     smoke: dict[str, int] = Field(default_factory=dict)
     tolerance: ToleranceOverride = Field(default_factory=ToleranceOverride)
 
@@ -53,10 +60,32 @@ class Problem(BaseModel):
     description: str
     sidecar: Sidecar
     solutions: dict[str, Path] = Field(default_factory=dict, description="variant suffix -> solution file")
+    min_arch: Literal["sm_90a", "sm_100a"] = DEFAULT_ARCH
+    min_arch_source: str = Field("default", description="'sidecar', 'default', or what in the file implied it")
+    cuda_pins: list[int] = Field(default_factory=list, description="lines where make_inputs() pins tensors to CUDA")
+    shapes: dict[str, int] = Field(default_factory=dict, description="the file's shape constants (production)")
 
     @property
     def family(self) -> str:
         return self.sidecar.family
+
+    def judging_refusal(self, device: str, gpu_arch: Optional[str]) -> Optional[str]:
+        """Why this problem cannot be judged on `device` here (None: it can). gpu_arch: this machine's GPU
+        (e.g. 'sm_90a'), None without one. Refusing costs nobody a submission; a judgement would fail instead."""
+        if self.cuda_pins and gpu_arch is None:
+            lines = ", ".join(str(n) for n in self.cuda_pins)
+            return (f"{self.path}: make_inputs() puts its tensors on CUDA (line {lines}), and this machine has no "
+                    f"GPU, so the problem cannot be judged here, not even compile-only (compiling happens in the "
+                    f"first call, on real inputs). Create the tensors without device= (the judge sets the default "
+                    f"device: problems/AUTHORING.md) or judge it on a GPU.")
+        if device == "cuda" and gpu_arch is not None and _arch_number(gpu_arch) < _arch_number(self.min_arch):
+            return (f"{self.path}: written for {self.min_arch} ({self.min_arch_source}); this GPU is {gpu_arch}, "
+                    f"which cannot run it. Judge it on a GPU of {self.min_arch} or newer.")
+        return None
+
+
+def _arch_number(arch: str) -> int:
+    return int("".join(ch for ch in arch if ch.isdigit()))
 
 
 class ProblemSet(BaseModel):
@@ -68,6 +97,10 @@ class ProblemSet(BaseModel):
         for problem in self.problems:
             if problem.problem_id == problem_id:
                 return problem
+        for error in self.errors:  # a malformed problem: say what is wrong with it, not that it does not exist
+            path = Path(error.path)
+            if f"{path.parent.name}/{path.stem}" == problem_id:
+                raise KeyError(f"problem '{problem_id}' is malformed: {error.path}: {error.message}")
         known = ", ".join(p.problem_id for p in self.problems[:8])
         raise KeyError(f"no problem '{problem_id}' under {self.root} (known: {known}{', ...' if len(self.problems) > 8 else ''})")
 
@@ -77,10 +110,18 @@ def default_root() -> Path:
     return Path(__file__).resolve().parent.parent / "problems"
 
 
-def _parse_problem_file(path: Path) -> str:
-    """The task description; raises ValueError naming what the MetaKernelBench contract misses."""
+@dataclass(frozen=True)
+class _ParsedProblem:
+    description: str
+    tree: ast.Module
+    source: str
+
+
+def _parse_problem_file(path: Path) -> _ParsedProblem:
+    """The task description and syntax tree; raises ValueError naming what the MetaKernelBench contract misses."""
+    source = path.read_text()
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = ast.parse(source, filename=str(path))
     except SyntaxError as err:
         raise ValueError(f"syntax error at line {err.lineno}: {err.msg}") from None
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
@@ -90,7 +131,33 @@ def _parse_problem_file(path: Path) -> str:
     docstring = ast.get_docstring(tree)
     if not docstring:
         raise ValueError("missing the one-line module docstring (the task description)")
-    return docstring.strip().splitlines()[0]
+    return _ParsedProblem(docstring.strip().splitlines()[0], tree, source)
+
+
+def _check_work(sidecar: Sidecar, shapes: dict[str, int], path: Path) -> None:
+    """flops and bytes must evaluate at both presets (bytes positive; flops 0 for a pure copy): the roofline of every verdict uses them."""
+    for preset, values in (("production", shapes), ("smoke", {**shapes, **sidecar.smoke})):
+        for name in ("flops", "bytes"):
+            expression = getattr(sidecar, name)
+            if expression is None:
+                continue
+            try:
+                value = evaluate_work(expression, values)
+            except ExpressionError as err:
+                raise ValueError(f"{path.with_suffix('.toml').name}: {name}: {err}") from None
+            if value < 0 or (name == "bytes" and value == 0):
+                raise ValueError(f"{path.with_suffix('.toml').name}: {name}: '{expression}' is {value:g} at "
+                                 f"{preset} shapes (bytes must be positive, flops not negative)")
+
+
+def _min_arch(sidecar: Sidecar, parsed: _ParsedProblem) -> tuple[str, str]:
+    """(arch, where it came from): the sidecar's, else what the file implies, else sm_90a."""
+    if sidecar.min_arch is not None:
+        return sidecar.min_arch, "sidecar"
+    hint = arch_hint(parsed.tree, parsed.source)
+    if hint is not None:
+        return hint.arch, f"inferred: line {hint.line} {hint.why}"
+    return DEFAULT_ARCH, "default"
 
 
 def _load_sidecar(problem_path: Path, family_dir: str) -> Sidecar:
@@ -122,16 +189,20 @@ def load_problems(root: Path | None = None) -> ProblemSet:
             continue
         family_dir = path.parent.name
         try:
-            description = _parse_problem_file(path)
+            parsed = _parse_problem_file(path)
             sidecar = _load_sidecar(path, family_dir)
-        except (ValueError, OSError) as err:
+            shapes = shape_constants(parsed.tree)
+            _check_work(sidecar, shapes, path)
+        except (ValueError, OSError, UnicodeDecodeError) as err:
             errors.append(ProblemError(path=str(path), message=str(err)))
             continue
+        min_arch, arch_source = _min_arch(sidecar, parsed)
         solutions = {}
         for suffix in SOLUTION_VARIANTS:
             candidate = path.parent / "solutions" / f"{path.stem}.{suffix}.py"
             if candidate.exists():
                 solutions[suffix] = candidate
-        problems.append(Problem(problem_id=f"{family_dir}/{path.stem}", path=path, description=description,
-                                sidecar=sidecar, solutions=solutions))
+        problems.append(Problem(problem_id=f"{family_dir}/{path.stem}", path=path, description=parsed.description,
+                                sidecar=sidecar, solutions=solutions, min_arch=min_arch, min_arch_source=arch_source,
+                                cuda_pins=cuda_pins(parsed.tree), shapes=shapes))
     return ProblemSet(root=root, problems=problems, errors=errors)

@@ -177,6 +177,10 @@ class ExperimentConfig(_Strict):
     synthetic: Optional[SyntheticSpec] = Field(None, description="synthetic mode: calibrated random draws "
                                                                  "replace models and GPUs")
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    protocol: Literal["mkb-ray", "mkb"] = Field(
+        "mkb-ray", description="grading protocol: mkb-ray (this judge) or mkb (MetaKernelBench's: no L2 flush, no "
+                               "outlier draws, the global tolerance rule only, and queue wait counted against the "
+                               "attempt clock) to compare with the paper like for like")
     run_dir: Optional[Path] = Field(None, description="default runs/<name>")
 
     @field_validator("models")
@@ -200,6 +204,9 @@ class ExperimentConfig(_Strict):
         if self.problems.synthetic is not None and self.synthetic is None:
             raise ValueError("problems.synthetic: synthetic problem ids need a synthetic campaign "
                              "(add `synthetic: {}`)")
+        if self.protocol == "mkb" and not self.budget.count_queue_wait:
+            # MetaKernelBench's budget is plain wall clock: time spent waiting for a busy judge counts.
+            self.budget = self.budget.model_copy(update={"count_queue_wait": True})
         if self.run_dir is None:
             self.run_dir = Path("runs") / self.name
         return self
@@ -297,6 +304,7 @@ class ProblemSelection:
     chains: list[str]                    # the subset that chains run on
     family_of: dict[str, str]
     paths: dict[str, Path] = dc_field(default_factory=dict)   # problem id → problem file (real problems only)
+    cuda_pinned: dict[str, list[int]] = dc_field(default_factory=dict)  # id → make_inputs() lines on CUDA
 
 
 def _select(config: ExperimentConfig, problems: "ProblemSet | None",
@@ -306,6 +314,7 @@ def _select(config: ExperimentConfig, problems: "ProblemSet | None",
         universe = synthetic_problem_ids(selector.synthetic)
         family_of = {pid: synthetic_family(pid) for pid in universe}
         paths: dict[str, Path] = {}
+        pinned: dict[str, list[int]] = {}
         campaign = universe
     else:
         if problems is None:
@@ -319,6 +328,7 @@ def _select(config: ExperimentConfig, problems: "ProblemSet | None",
         universe = [p.problem_id for p in problems.problems]
         family_of = {p.problem_id: p.family for p in problems.problems}
         paths = {p.problem_id: p.path for p in problems.problems}
+        pinned = {p.problem_id: p.cuda_pins for p in problems.problems if p.cuda_pins}
         campaign = _apply_filter(selector, universe, family_of, "problems", errors)
     if not campaign and not errors:
         errors.append(("problems", "selects no problem"))
@@ -326,7 +336,8 @@ def _select(config: ExperimentConfig, problems: "ProblemSet | None",
     if config.chains is not None and config.chains.problems is not None:
         chains = _apply_filter(config.chains.problems, campaign, family_of, "chains.problems", errors)
     return ProblemSelection(campaign=campaign, chains=chains, family_of=family_of,
-                            paths={pid: paths[pid] for pid in campaign if pid in paths})
+                            paths={pid: paths[pid] for pid in campaign if pid in paths},
+                            cuda_pinned={pid: pinned[pid] for pid in campaign if pid in pinned})
 
 
 def _reference_errors(config: ExperimentConfig, roster: "dict[str, ModelSpec]") -> list[tuple[str, str]]:

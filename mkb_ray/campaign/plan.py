@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterator, Mapping, Optional, Sequence
 
 from ..judge_worker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
-from .config import BENCHMARK_ARMS, ExperimentConfig, check_references, model_concurrency, resolve_agent, \
-    resolve_target
+from .config import BENCHMARK_ARMS, ExperimentConfig, ExperimentConfigError, check_references, model_concurrency, \
+    resolve_agent, resolve_target
 from ..records import Trial, TrialGraph, chain_id_of
 
 if TYPE_CHECKING:
@@ -113,12 +113,14 @@ class Plan:
 
 
 def trial_config_hash(spec: "ModelSpec", budget: "BudgetSpec", agent: str, target: str,
-                      synthetic: "SyntheticSpec | None") -> str:
-    """sha256 over what shapes one attempt: the model spec (capacity fields left out), budget, agent, target and
-    synthetic spec."""
+                      synthetic: "SyntheticSpec | None", protocol: str = "mkb-ray") -> str:
+    """sha256 over what shapes one attempt: the model spec (capacity fields left out), budget, agent, target,
+    synthetic spec and grading protocol (named only when not the default, so existing hashes stay valid)."""
     payload = {"model": spec.model_dump(mode="json", exclude=set(CAPACITY_FIELDS)),
                "budget": budget.model_dump(mode="json"), "agent": agent, "target": target,
                "synthetic": synthetic.model_dump(mode="json") if synthetic is not None else None}
+    if protocol != "mkb-ray":
+        payload["protocol"] = protocol
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -137,13 +139,20 @@ def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roste
     template = template_hash()
     problem_hashes = {pid: (problem_hash(selection.paths[pid]) if pid in selection.paths
                             else synthetic_problem_hash(pid)) for pid in selection.campaign}
+    if selection.cuda_pinned and not has_gpu:
+        # Every judgement of these would fail on the machine, not the kernel: refuse before any attempt runs.
+        where = "; ".join(f"{selection.paths[pid]} (line {', '.join(map(str, lines))})"
+                          for pid, lines in selection.cuda_pinned.items())
+        raise ExperimentConfigError(f"problems: make_inputs() puts tensors on CUDA in {where}, and there is no GPU "
+                                    f"here, so they cannot be judged, not even compile-only; deselect them or run "
+                                    f"on a GPU host")
     targets = {dsl: resolve_target(dsl, config, has_gpu) for dsl in ("cutedsl", "tirx")}
     trials: list[Trial] = []
     add = trials.append
     for model in config.models:
         spec = roster[model]
         agent = resolve_agent(config, spec)
-        cfg = {dsl: trial_config_hash(spec, config.budget, agent, targets[dsl], config.synthetic)
+        cfg = {dsl: trial_config_hash(spec, config.budget, agent, targets[dsl], config.synthetic, config.protocol)
                for dsl in ("cutedsl", "tirx")}
         if config.benchmark is not None:
             listed = set(config.benchmark.arms)

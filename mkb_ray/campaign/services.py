@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..actors.evaluator_slots import PoolLoad
+from ..judge_worker.request import JudgeOptions
 
 log = logging.getLogger(__name__)
 
@@ -108,11 +109,12 @@ def _kept_options(keep_as: Optional[str], suffix: str) -> dict[str, Any]:
 
 def start_evaluators(device: str, slots: int, problems_root: Optional[str],
                      baseline_cache_dir: Optional[str] = None, placement: Any = None,
-                     keep_as: Optional[str] = None) -> EvaluatorPool:
+                     keep_as: Optional[str] = None, protocol: str = "mkb-ray") -> EvaluatorPool:
     """One evaluator per GPU of the cluster (device cuda), or one with `slots` CPU slots (device cpu); they cache
     baselines in `baseline_cache_dir` (the run directory's, so that a resumed run reuses them). `placement`
     (mkb_ray.campaign.placement): a `roles` placement puts GPU evaluators on the evaluation group's nodes only.
-    `keep_as`: a cluster run's name for its services, which then survive the driver (see `_kept_options`)."""
+    `keep_as`: a cluster run's name for its services, which then survive the driver (see `_kept_options`).
+    `protocol`: the grading protocol every judgement uses (JudgeOptions.protocol)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -123,6 +125,7 @@ def start_evaluators(device: str, slots: int, problems_root: Optional[str],
     gpus = int(resources.get(next(iter(role)), 0) if role else resources.get("GPU", 0)) if device == "cuda" else 0
     slot_counts = evaluator_slot_counts(device, slots, gpus)
     handles = [make_evaluator(device, slots=n, problems_root=problems_root, baseline_cache_dir=baseline_cache_dir,
+                              options=JudgeOptions(protocol=protocol),
                               max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES,
                               actor_options={**({"resources": role} if role else {}),
                                              **_kept_options(keep_as, f"eval-{i}")})

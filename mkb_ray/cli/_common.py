@@ -30,9 +30,16 @@ def load_problem_set(root: Optional[Path]) -> Any:
     from ..problems import load_problems
 
     try:
-        return load_problems(root)
+        problems = load_problems(root)
     except FileNotFoundError as err:
         raise UsageError(str(err)) from None
+    if not problems.problems and not problems.errors:
+        # Pointing at a checkout's root rather than its problems/ folder is the usual slip: name the fix.
+        nested = problems.root / "problems"
+        hint = (f"; {nested} holds problems: pass --problems-root {nested}"
+                if nested.is_dir() and any(nested.glob("*/*.py")) else "")
+        raise UsageError(f"no problems under {problems.root} (expected <family>/NN_name.py files){hint}")
+    return problems
 
 
 def add_judging_options(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +53,10 @@ def add_judging_options(parser: argparse.ArgumentParser) -> None:
                        help=f"warm-up draws before timing (default {JudgeOptions.warmup})")
     group.add_argument("--timed", type=int, default=JudgeOptions.timed,
                        help=f"timed draws (default {JudgeOptions.timed})")
+    group.add_argument("--protocol", choices=["mkb-ray", "mkb"], default=JudgeOptions.protocol,
+                       help="grading protocol: mkb-ray (default: this judge) or mkb (MetaKernelBench's, to compare "
+                            "with the paper like for like: no L2 flush, no outlier draws, the global tolerance "
+                            "rule only); the verdict names it")
     group.add_argument("--no-compile-baseline", dest="compile_baseline", action="store_false", default=None,
                        help="skip timing torch.compile of the reference (on by default on GPUs; inductor's first "
                             "compile costs 10-60 s per judgement)")
@@ -56,7 +67,8 @@ def judging_from_args(args: argparse.Namespace) -> tuple[Any, JudgeOptions]:
     from ..judge.process import JudgeLimits
 
     try:
-        options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline)
+        options = JudgeOptions(warmup=args.warmup, timed=args.timed, compile_baseline=args.compile_baseline,
+                               protocol=args.protocol)
     except ValueError as err:
         raise UsageError(str(err)) from None
     return JudgeLimits(timeout_s=args.timeout_s), options

@@ -47,6 +47,7 @@ def resolve_problem(spec: str, root: Optional[Path]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from ..judge import judge_kernel, ptx_cache_dir
+    from ..judge.kernel import JudgingRefused
     from ._console import make_console
 
     kernel = Path(args.kernel_file)
@@ -55,8 +56,11 @@ def run(args: argparse.Namespace) -> int:
     problem = resolve_problem(args.problem, args.problems_root)
     limits, options = judging_from_args(args)
     baselines = None if args.fresh_baselines else (args.baselines or ptx_cache_dir().parent / "baselines")
-    verdict = judge_kernel(problem, kernel, args.dsl, args.device, preset=args.preset, seed=args.seed,
-                           limits=limits, options=options, baseline_cache_dir=baselines)
+    try:
+        verdict = judge_kernel(problem, kernel, args.dsl, args.device, preset=args.preset, seed=args.seed,
+                               limits=limits, options=options, baseline_cache_dir=baselines)
+    except JudgingRefused as refused:
+        raise UsageError(f"not judged: {refused}") from None
     if args.json:
         print(verdict.model_dump_json(indent=2))
         return 0

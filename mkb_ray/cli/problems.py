@@ -31,13 +31,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_judging_options(check)
     check.set_defaults(handler=run_validate)
 
+    readme = commands.add_parser(
+        "readme", help="write problems/README.md: the table of every problem, from sidecars and recorded validations",
+        description="Generate the suite's table (task, inputs, shapes, FLOPs/bytes, H200 speed-of-light, eager time, "
+                    "solution speedups) from the problem files, their sidecars and the validation records under "
+                    "benchmarks/results/ (`mkb problems validate --report FILE` JSON or a validate run's text). "
+                    "--check: exit 1 when the file differs from what would be written.")
+    add_problems_root(readme)
+    readme.add_argument("--records", type=Path, nargs="+", metavar="FILE",
+                        help="validation records, oldest first (default: benchmarks/results/*validate*)")
+    readme.add_argument("--output", type=Path, metavar="FILE", help="default: README.md in the problems root")
+    readme.add_argument("--check", action="store_true", help="compare instead of writing")
+    readme.set_defaults(handler=run_readme)
+
 
 def run_list(args: argparse.Namespace) -> int:
     problems = load_problem_set(args.problems_root)
     if args.json:
         print(json.dumps({
             "root": str(problems.root),
-            "problems": [{"id": p.problem_id, "family": p.family, "min_arch": p.sidecar.min_arch,
+            "problems": [{"id": p.problem_id, "family": p.family, "min_arch": p.min_arch,
+                          "min_arch_source": p.min_arch_source, "make_inputs_pins_cuda_at": p.cuda_pins,
                           "description": p.description, "solutions": sorted(p.solutions)} for p in problems.problems],
             "errors": [e.model_dump() for e in problems.errors]}, indent=2))
         return 0
@@ -50,9 +64,16 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
     for p in problems.problems:
         marks = ["✓" if v in p.solutions else "-" for v in ("cutedsl", "tirx", "tirx_cpu")]
-        table.add_row(p.problem_id, p.family, p.sidecar.min_arch, *marks, p.description[:70])
+        inferred = p.min_arch_source.startswith("inferred")
+        table.add_row(p.problem_id, p.family, p.min_arch + ("*" if inferred else ""), *marks, p.description[:70])
     console = make_console()
     console.print(table)
+    for p in problems.problems:
+        if p.min_arch_source.startswith("inferred"):
+            console.print(f"* {p.problem_id}: min_arch {p.min_arch} {p.min_arch_source} (no sidecar says otherwise)")
+        if p.cuda_pins:
+            console.print(f"[yellow]GPU only[/yellow] {p.problem_id}: make_inputs() pins tensors to CUDA "
+                          f"(line {', '.join(map(str, p.cuda_pins))}); it cannot be judged on a machine without a GPU")
     for error in problems.errors:
         console.print(f"[red]malformed problem[/red] {error.path}: {error.message}")
     return 0
@@ -100,3 +121,25 @@ def run_validate(args: argparse.Namespace) -> int:
                       f"{v.speedup:.2f}x" if v and v.speedup else "-", "✓" if row.ok else "✗")
     console.print(table)
     return 0 if not failed else 1
+
+
+def run_readme(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..problem_table import default_records, render
+    from ..problems import default_root
+
+    problems = load_problem_set(args.problems_root)
+    records = args.records if args.records is not None else default_records(default_root().parent)
+    text = render(problems, records, "mkb problems readme")
+    output = args.output or problems.root / "README.md"
+    if args.check:
+        current = output.read_text() if output.exists() else ""
+        if current != text:
+            print(f"{output} is not what `mkb problems readme` writes: run it and commit the result", file=sys.stderr)
+            return 1
+        print(f"{output} is current ({len(problems.problems)} problems)")
+        return 0
+    output.write_text(text)
+    print(f"wrote {output} ({len(problems.problems)} problems, {len(records)} records)")
+    return 0

@@ -141,7 +141,7 @@ def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu
             device = ("cuda" if has_gpu else "cpu") if device == "auto" else device
             evaluator = start_evaluators(device, config.scheduler.evaluator_slots, root,
                                          str((store.run_dir / "baselines").resolve()), placement,
-                                         keep_as=durable.name if durable else None)
+                                         keep_as=durable.name if durable else None, protocol=config.protocol)
         specs = {name: roster[name] for name in config.models}
         if synthetic is None:
             services = ModelServices(gpu_role=dict(placement.model_gpu))

@@ -14,13 +14,14 @@ from __future__ import annotations
 from .._lazy import lazy_exports
 
 __all__ = ["CheckerPool", "GPU_SPARES", "JudgeLimits", "JudgeOptions", "JudgeRequest", "default_preset", "detect_gpu",
-           "judge_kernel", "ptx_cache_dir", "run_worker", "worker_env"]
+           "JudgingRefused", "gpu_arch", "judge_kernel", "ptx_cache_dir", "run_worker", "worker_env"]
 
 # Lazy, so that `mkb --help` (which reads the option defaults) does not import pydantic and the problem registry.
 _EXPORTS = {
     "JudgeOptions": "mkb_ray.judge_worker.request", "JudgeRequest": "mkb_ray.judge_worker.request",
     "default_preset": "mkb_ray.judge_worker.request", "detect_gpu": "mkb_ray.judge.device",
     "ptx_cache_dir": "mkb_ray.judge.device", "judge_kernel": "mkb_ray.judge.kernel",
+    "JudgingRefused": "mkb_ray.judge.kernel", "gpu_arch": "mkb_ray.judge.device",
     "JudgeLimits": "mkb_ray.judge.process", "CheckerPool": "mkb_ray.judge.process",
     "GPU_SPARES": "mkb_ray.judge.process",
     "run_worker": "mkb_ray.judge.process",

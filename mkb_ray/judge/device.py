@@ -1,8 +1,10 @@
 """Where kernels can be judged on this machine: is there a GPU, and where compiled PTX is cached."""
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import Optional
 
 
 def detect_gpu() -> bool:
@@ -16,6 +18,17 @@ def detect_gpu() -> bool:
         return bool(torch.cuda.is_available())
     except Exception:  # noqa: BLE001 - no torch/CUDA means no GPU here
         return False
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_arch() -> Optional[str]:
+    """This machine's GPU as an arch name (compute capability 9.0 -> 'sm_90a'); None without a GPU."""
+    if not detect_gpu():
+        return None
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return f"sm_{major}{minor}a"
 
 
 def ptx_cache_dir() -> Path:

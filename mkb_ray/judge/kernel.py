@@ -16,8 +16,13 @@ from typing import Optional
 from ..judge_worker.request import JudgeOptions, JudgeRequest, default_preset
 from ..problems import Problem
 from ..records import CheckResult, Verdict
-from .device import ptx_cache_dir
+from .device import gpu_arch, ptx_cache_dir
 from .process import CheckerPool, JudgeLimits, run_worker
+from .roofline import roofline
+
+
+class JudgingRefused(ValueError):
+    """The problem cannot be judged on this machine (see Problem.judging_refusal): no verdict, no submission spent."""
 
 
 def judge_kernel(
@@ -35,7 +40,12 @@ def judge_kernel(
     """Judge `kernel_path` as a `dsl` solution of `problem` on `device` ('cuda' or 'cpu').
 
     `baseline_cache_dir` (a run directory's, typically) caches the eager/torch.compile baselines per problem,
-    shapes, protocol and device; None measures them for every judgement."""
+    shapes, protocol and device; None measures them for every judgement. Raises JudgingRefused when the problem
+    cannot be judged here at all (a make_inputs() pinned to CUDA on a machine without a GPU, an sm_100a problem on
+    Hopper): a verdict would blame the kernel for the machine."""
+    refusal = problem.judging_refusal(device, gpu_arch())
+    if refusal:
+        raise JudgingRefused(refusal)
     kernel_path = Path(kernel_path).resolve()
     request = JudgeRequest(
         problem_id=problem.problem_id, problem_path=str(problem.path.resolve()), kernel_path=str(kernel_path),
@@ -47,7 +57,12 @@ def judge_kernel(
     payload, killed_for, wall_s, log_tail = outcome.payload, outcome.killed_for, outcome.wall_s, outcome.log_tail
     if payload is not None and killed_for is None:
         kernel_log = str(payload.pop("log_tail", "") or "")
-        return Verdict(**payload, wall_s=wall_s, log_tail=(log_tail + kernel_log)[-8000:])
+        verdict = Verdict(**payload, wall_s=wall_s, log_tail=(log_tail + kernel_log)[-8000:])
+        if verdict.device == "cuda" and verdict.executed:
+            side = problem.sidecar
+            verdict.roofline = roofline(side.flops, side.bytes, side.flops_kind, verdict.shapes, verdict.kernel_ms,
+                                        verdict.eager_ms, verdict.device_name)
+        return verdict
     if killed_for == "timeout":
         failure = ("timeout", f"killed after the {limits.timeout_s:.0f} s limit (compile + judging)")
     elif killed_for == "memory_limit":
@@ -67,6 +82,7 @@ def _failure_verdict(request: JudgeRequest, kernel_path: Path, check: str, reaso
         source_hash = ""
     return Verdict(
         problem_id=request.problem_id, source_hash=source_hash, dsl=request.dsl, device=request.device,
-        preset=request.preset, seed=request.seed, compiled=False, executed=False, tier="fail",
+        preset=request.preset, seed=request.seed, protocol=request.options.protocol, compiled=False, executed=False,
+        tier="fail",
         rejected_by=check, reason=reason, checks=[CheckResult(name=check, passed=False, detail=reason)],
         wall_s=wall_s, log_tail=log_tail)

@@ -10,6 +10,7 @@ from typing import Callable, Optional, Sequence
 from ..judge_worker.request import JudgeOptions, default_preset
 from ..problems import SOLUTION_VARIANTS, Problem, ProblemSet
 from ..records import CheckResult, Verdict
+from .device import gpu_arch
 from .kernel import judge_kernel
 from .process import CheckerPool, JudgeLimits, run_worker
 
@@ -88,6 +89,10 @@ def validate(
         emit(ValidationRow(error.path, "load", False, error.message))
     for problem in problems.problems:
         if only and problem.problem_id not in only:
+            continue
+        refusal = problem.judging_refusal(device, gpu_arch())
+        if refusal:  # nothing of it can run here: one row that says why, not four misleading failures
+            emit(ValidationRow(problem.problem_id, "refused", False, refusal))
             continue
         emit(screen_problem(problem, device, limits))
         wanted = [v for v in SOLUTION_VARIANTS if SOLUTION_VARIANTS[v][0] in dsls]

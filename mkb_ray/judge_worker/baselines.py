@@ -54,16 +54,16 @@ def device_fingerprint(on_gpu: bool) -> dict[str, str]:
 
 
 def cache_key(problem_hash: str, shapes: dict[str, Any], warmup: int, timed: int, compile_baseline: bool,
-              on_gpu: bool, per_trip: int = 1) -> str:
+              on_gpu: bool, per_trip: int = 1, flush_l2: bool = True) -> str:
     material = {"version": CACHE_VERSION, "problem": problem_hash, "shapes": shapes, "warmup": warmup,
-                "timed": timed, "compile": compile_baseline, "method": method_name(on_gpu, per_trip),
+                "timed": timed, "compile": compile_baseline, "method": method_name(on_gpu, per_trip, flush_l2),
                 **device_fingerprint(on_gpu)}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int], list[Any]], outputs: list[Any],
             mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
-            writable: tuple[str, ...] = (), per_trip: int = 1) -> Baselines:
+            writable: tuple[str, ...] = (), per_trip: int = 1, flush_l2: bool = True) -> Baselines:
     """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it, with
     the kernel's `per_trip` draws per round trip."""
     device_type = "cuda" if on_gpu else "cpu"
@@ -71,7 +71,7 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
                             outputs, mutates, banks=per_trip)
     try:
         name = copy_into(session.process, problem_path, "problem.py")
-        timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None)
+        timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None, flush_l2)
 
         def run(kind: str, seed_base: int, **load: Any) -> float:
             session.process.request({"op": "load", "kind": kind, "file": name, "overrides": overrides, **load},

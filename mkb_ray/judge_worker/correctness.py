@@ -34,6 +34,11 @@ class Tolerance:
     factor: float = 3.0
     min_abs: float = 0.0
     elementwise_outputs: tuple[int, ...] = ()  # indices into the flat outputs (returned, then mutated inputs)
+    precision_metrics: bool = True  # the three whole-tensor metrics for outputs of 2 bytes or fewer
+
+    def global_rule_only(self) -> "Tolerance":
+        """MetaKernelBench's rule alone: no element-wise bounds, no precision metrics (protocol 'mkb')."""
+        return Tolerance(self.factor, self.min_abs, (), False)
 
 
 @dataclass
@@ -88,7 +93,8 @@ def produced_outputs(result: Any, inputs: Sequence[Any], mutates: Sequence[int])
     return flatten_outputs(result) + [inputs[i] for i in mutates]
 
 
-def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: float, elementwise: bool) -> OutputCheck:
+def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: float, elementwise: bool,
+                 precision_metrics: bool = True) -> OutputCheck:
     if not isinstance(native, torch.Tensor):
         ok = out == native
         return OutputCheck(bool(ok), "equal" if ok else f"expected {native!r}, got {out!r}")
@@ -131,7 +137,7 @@ def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: flo
         max_err = float(errors.max())
         passed = max_err <= bound
         detail = f"max|out-anchor|={max_err:.3g} bound={bound:.3g} (ref_err={ref_err:.3g})"
-    if not passed or native.element_size() > 2:
+    if not passed or native.element_size() > 2 or not precision_metrics:
         return OutputCheck(passed, detail, max_err, bound)
     cut = _precision_cut(got[finite], native.detach().to(torch.float64)[finite], want[finite], eps)
     if cut:
@@ -173,7 +179,7 @@ def compare(outputs: Sequence[Any], expected: Expected, tolerance: Tolerance) ->
     worst = OutputCheck(True, "no outputs")
     for index, (out, native, anchor) in enumerate(zip(outputs, expected.native, expected.anchor)):
         check = _compare_one(out, native, anchor, tolerance.factor, tolerance.min_abs,
-                             index in tolerance.elementwise_outputs)
+                             index in tolerance.elementwise_outputs, tolerance.precision_metrics)
         check.detail = f"output {index}: {check.detail}"
         if not check.passed:
             return check

@@ -57,6 +57,8 @@ class Judge:
         self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
         self.device_type = "cuda" if self.on_gpu else "cpu"
         self.problem: LoadedProblem = load_problem(Path(request.problem_path), request.problem_id, request.preset)
+        if request.options.protocol == "mkb":  # MetaKernelBench's global rule only
+            self.problem.tolerance = self.problem.tolerance.global_rule_only()
         self.session: Optional[KernelSession] = None
         self.phases_s: dict[str, float] = {}
         self.useful_s = 0.0  # seconds the kernel process spent in calls of the candidate (round trips)
@@ -212,7 +214,7 @@ class Judge:
                     self.knockout(request.seed + 4000 + index, when=when)
                     self.decoration(request.seed + 5000 + index, when=when)
 
-        timer = RoundTripTimer(self.on_gpu, session.fence if self.on_gpu else None)
+        timer = RoundTripTimer(self.on_gpu, session.fence if self.on_gpu else None, options.flush_l2)
         started = time.perf_counter()
         kernel = time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=order),
                             options.warmup, options.timed, after_call, per_trip=self.per_trip)
@@ -235,15 +237,16 @@ class Judge:
 
     def baselines(self) -> Baselines:
         request, options, problem = self.request, self.request.options, self.problem
-        overrides = dict(problem.sidecar.get("smoke", {})) if problem.preset == "smoke" else {}
+        overrides = problem.overrides
         first = self.expected(self.draw(0))
         key = cache_key(problem.problem_hash, problem.shapes, options.warmup, options.timed,
-                        bool(options.compile_baseline), self.on_gpu, self.per_trip)
+                        bool(options.compile_baseline), self.on_gpu, self.per_trip, options.flush_l2)
         cache_dir = Path(request.baseline_cache_dir) if request.baseline_cache_dir else None
         writable = tuple(p for p in (request.ptx_cache_dir,) if p)
         return cached_or_measured(cache_dir, key, lambda: measure(
             Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
-            self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip))
+            self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip,
+            options.flush_l2))
 
 
 class _Laps:
@@ -267,7 +270,7 @@ def _device_name(on_gpu: bool) -> str:
 def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION, "problem_id": request.problem_id, "dsl": request.dsl,
-        "device": request.device, "preset": request.preset, "seed": request.seed,
+        "device": request.device, "preset": request.preset, "seed": request.seed, "protocol": request.options.protocol,
         "source_hash": hashlib.sha256(source.encode()).hexdigest(), "compiled": False, "executed": False,
         "correct": None, "tier": "fail", "kernel_ms": None, "eager_ms": None, "torch_compile_ms": None,
         "speedup": None, "rejected_by": None, "reason": "", "timing_method": None, "target": None,
@@ -288,7 +291,7 @@ def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
         log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
         judge = Judge(request, log, process)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
-                      shapes=judge.problem.shapes)
+                      shapes=judge.problem.shapes, preset=judge.problem.preset)
         inputs = judge.draw(request.seed)
         expected = judge.expected(inputs)
         judge.start(inputs, expected)

@@ -25,13 +25,14 @@ class LoadedProblem:
     problem_id: str
     module: ModuleType
     sidecar: dict[str, Any]
-    preset: str
+    preset: str  # what was applied: production, smoke (the sidecar's) or smoke_derived (see derive_smoke)
     shapes: dict[str, int]
     problem_hash: str
     mutates: list[int] = field(default_factory=list)
     outlier_inputs: list[int] = field(default_factory=list)
     outlier_scale: float = 16.0
     tolerance: Tolerance = field(default_factory=Tolerance)
+    overrides: dict[str, int] = field(default_factory=dict)  # the shape constants the preset changed
 
     @property
     def reference(self) -> Callable[..., Any]:
@@ -53,8 +54,44 @@ def _import_path(path: Path, module_name: str) -> ModuleType:
     return module
 
 
+# A derived smoke preset halves each shape constant until it is at most this (or odd).
+DERIVED_SMOKE_MAX = 64
+
+
+def derive_smoke(module: ModuleType) -> dict[str, int]:
+    """Smoke shapes for a problem without a [smoke] table (a MetaKernelBench file): every even integer UPPERCASE
+    constant above DERIVED_SMOKE_MAX is halved until it is at most that or odd, so divisibility by powers of two
+    survives. Whether the problem still works at those shapes is tried by the caller."""
+    derived = {}
+    for name, value in vars(module).items():
+        if not name.isupper() or isinstance(value, bool) or not isinstance(value, int):
+            continue
+        small = value
+        while small > DERIVED_SMOKE_MAX and small % 2 == 0:
+            small //= 2
+        if small != value:
+            derived[name] = small
+    return derived
+
+
+def _works_at(module: ModuleType, overrides: dict[str, int]) -> bool:
+    """Set `overrides` on the module and run make_inputs() and reference() once; on failure restore the defaults."""
+    defaults = {name: getattr(module, name) for name in overrides}
+    for name, value in overrides.items():
+        setattr(module, name, value)
+    try:
+        module.reference(*module.make_inputs())
+        return True
+    except Exception:  # noqa: BLE001 - any failure means these shapes do not fit the problem's own relations
+        for name, value in defaults.items():
+            setattr(module, name, value)
+        return False
+
+
 def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProblem:
-    """Import the problem file and apply the shape preset ('production' = file defaults, 'smoke' = sidecar)."""
+    """Import the problem file and apply the shape preset ('production' = file defaults, 'smoke' = sidecar). A
+    smoke request for a problem without a [smoke] table gets derived shapes where the problem works at them
+    (preset 'smoke_derived'), else production shapes — and the preset says which, never 'smoke'."""
     module = _import_path(problem_path, "mkb_problem")
     for name in ("reference", "make_inputs"):
         if not callable(getattr(module, name, None)):
@@ -62,12 +99,18 @@ def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProb
     side = sidecar_path(problem_path)
     sidecar: dict[str, Any] = tomllib.loads(side.read_text()) if side.exists() else {}
     overrides: dict[str, int] = {}
-    if preset == "smoke":
-        overrides = dict(sidecar.get("smoke", {}))
+    if preset == "smoke" and sidecar.get("smoke"):
+        overrides = dict(sidecar["smoke"])
         for name, value in overrides.items():
             if not hasattr(module, name):
                 raise ValueError(f"{side}: [smoke] sets '{name}', which {problem_path.name} does not define")
             setattr(module, name, value)
+    elif preset == "smoke":
+        overrides = derive_smoke(module)
+        if overrides and _works_at(module, overrides):
+            preset = "smoke_derived"
+        else:
+            overrides, preset = {}, "production"
     elif preset != "production":
         raise ValueError(f"unknown shape preset '{preset}' (use 'production' or 'smoke')")
     shapes = {k: v for k, v in vars(module).items() if k.isupper() and isinstance(v, (int, float))}
@@ -84,4 +127,5 @@ def load_problem(problem_path: Path, problem_id: str, preset: str) -> LoadedProb
         outlier_scale=float(sidecar.get("outlier_scale", 16.0)),
         tolerance=Tolerance(float(tolerance.get("factor", 3.0)), float(tolerance.get("min_abs", 0.0)),
                             tuple(int(i) for i in tolerance.get("elementwise_outputs", ()))),
+        overrides=overrides,
     )

@@ -10,6 +10,10 @@ from typing import Any, Literal, Optional
 
 Device = Literal["cpu", "cuda"]
 Preset = Literal["production", "smoke"]
+# mkb-ray: this project's judge. mkb: MetaKernelBench's grading where ours is stricter or different — no L2 flush
+# before a timed trip, no outlier draws, only the global tolerance rule (no element-wise fp8 bounds, no
+# whole-tensor precision metrics); a campaign under it also counts queue wait against the attempt clock.
+PROTOCOLS = ("mkb-ray", "mkb")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class JudgeOptions:
     draws_per_trip: Optional[int] = None
     # Time torch.compile of the reference too. None: on for GPUs, off on CPU (inductor's C++ build is slow there).
     compile_baseline: Optional[bool] = None
+    protocol: str = "mkb-ray"           # see PROTOCOLS; the verdict names it
     skip_static_checks: bool = False    # tests only: exercise the runtime guards behind the static rules
 
     def resolved(self, device: str) -> "JudgeOptions":
@@ -35,7 +40,14 @@ class JudgeOptions:
         decided = {"compile_baseline": device == "cuda" if self.compile_baseline is None else self.compile_baseline,
                    "draws_per_trip": (5 if device == "cuda" else 1) if self.draws_per_trip is None
                    else self.draws_per_trip}
+        if self.protocol == "mkb":
+            decided["outlier_draws"] = 0  # outlier draws are KernelBenchX's, not MetaKernelBench's
         return JudgeOptions(**{**asdict(self), **decided})
+
+    @property
+    def flush_l2(self) -> bool:
+        """Whether the GPU's L2 is evicted before each timed trip (MetaKernelBench's protocol does not)."""
+        return self.protocol != "mkb"
 
     def __post_init__(self) -> None:
         for name in ("correctness_draws", "outlier_draws", "warmup"):
@@ -43,6 +55,8 @@ class JudgeOptions:
                 raise ValueError(f"JudgeOptions.{name} must be >= 0, got {getattr(self, name)}")
         if self.timed < 1:
             raise ValueError(f"JudgeOptions.timed must be >= 1, got {self.timed}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"JudgeOptions.protocol must be one of {', '.join(PROTOCOLS)}, got {self.protocol!r}")
         if self.draws_per_trip is not None and self.draws_per_trip < 1:
             raise ValueError(f"JudgeOptions.draws_per_trip must be >= 1 (or None), got {self.draws_per_trip}")
 

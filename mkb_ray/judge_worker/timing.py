@@ -45,8 +45,9 @@ class TimingResult:
                             max(self.min_ms - overhead_ms, floor), max(self.max_ms - overhead_ms, floor), self.samples)
 
 
-def method_name(on_gpu: bool, draws_per_trip: int = 1) -> str:
-    base = "checker_roundtrip_l2_flushed" if on_gpu else "checker_roundtrip_wall_clock"
+def method_name(on_gpu: bool, draws_per_trip: int = 1, flush_l2: bool = True) -> str:
+    base = ("checker_roundtrip_l2_flushed" if flush_l2 else "checker_roundtrip_l2_warm") if on_gpu \
+        else "checker_roundtrip_wall_clock"
     return f"{base}_x{draws_per_trip}" if draws_per_trip > 1 else base
 
 
@@ -71,10 +72,12 @@ def trips(first: int, count: int, size: int) -> list[range]:
 class RoundTripTimer:
     """Times `call()` (send a request, wait for the reply) on the checker's clock."""
 
-    def __init__(self, on_gpu: bool, fence: Optional[Callable[[], None]] = None) -> None:
+    def __init__(self, on_gpu: bool, fence: Optional[Callable[[], None]] = None, flush_l2: bool = True) -> None:
         self.on_gpu = on_gpu
         self.fence = fence
-        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if on_gpu else None
+        self.flush_l2 = flush_l2
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") \
+            if on_gpu and flush_l2 else None
 
     def measure(self, call: Callable[[], Any]) -> tuple[Any, float]:
         if self.flush is not None:
@@ -103,5 +106,5 @@ def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Ca
             after_call(trip, reply)
         if trip.start >= warmup:
             samples.append(elapsed_ms / len(trip))
-    return TimingResult(method_name(timer.on_gpu, per_trip), statistics.median(samples), min(samples),
+    return TimingResult(method_name(timer.on_gpu, per_trip, timer.flush_l2), statistics.median(samples), min(samples),
                         max(samples), timed)

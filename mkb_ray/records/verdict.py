@@ -26,6 +26,22 @@ class CompileRecordModel(BaseModel):
     executes: bool
 
 
+class Roofline(BaseModel):
+    """The verdict's fraction of the device's speed-of-light (mkb_ray/judge/roofline.py): the larger of achieved
+    FLOP/s over peak compute and achieved bytes/s over peak bandwidth, from the sidecar's flops and bytes."""
+
+    model_config = ConfigDict(extra="forbid")
+    peaks: str = Field(description="whose peaks: e.g. 'NVIDIA H200 (SXM)'")
+    flops: float
+    bytes: float
+    flops_kind: str = Field(description="the compute peak used: bf16_tensor, fp8_tensor, int8_tensor or fp32")
+    bound: Literal["memory", "compute"] = Field(description="which fraction is the larger")
+    fraction: float = Field(description="the kernel's fraction of speed-of-light (1.0 = at the roof)")
+    achieved_tflops: float
+    achieved_tb_s: float
+    eager_fraction: Optional[float] = Field(None, description="the eager baseline's fraction, same roof")
+
+
 class Verdict(BaseModel):
     """A judgement of one kernel file for one problem variant.
 
@@ -40,8 +56,11 @@ class Verdict(BaseModel):
     source_hash: str = Field(description="sha256 of the kernel source")
     dsl: Literal["cutedsl", "tirx"]
     device: Literal["cpu", "cuda"]
-    preset: Literal["production", "smoke"]
+    preset: Literal["production", "smoke", "smoke_derived"]  # what was applied (smoke_derived: no [smoke] table)
     seed: int
+    protocol: Literal["mkb-ray", "mkb"] = Field(
+        "mkb-ray", description="the grading protocol: this judge's, or MetaKernelBench's (no L2 flush, no outlier "
+                               "draws, global tolerance rule only); see JudgeOptions")
     target: Optional[str] = Field(None, description="what the kernel was compiled for: sm_90a or llvm")
     compiled: bool
     executed: bool
@@ -69,6 +88,7 @@ class Verdict(BaseModel):
     kernel_roundtrip_ms: Optional[float] = Field(None, description="the kernel's median round trip before that")
     baseline_source: Optional[Literal["measured", "cached"]] = None
     baseline_drift: Optional[float] = Field(None, description="re-measured / cached eager time, when re-measured")
+    roofline: Optional[Roofline] = Field(None, description="GPU verdicts with a time: fraction of speed-of-light")
     dsl_share: Optional[float] = Field(
         None, description="DSL time / (DSL + PyTorch compute time) in the lowest profiled call (device record on "
                           "GPU, aten ops on CPU)")
