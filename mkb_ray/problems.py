@@ -30,6 +30,15 @@ class ToleranceOverride(BaseModel):
     elementwise_outputs: list[int] = Field(default_factory=list, description="outputs compared per element")
 
 
+class ClosureProbe(BaseModel):
+    """One tempting but false closure a skill might assert about the problem, and the verified solution that
+    refutes it: the lineage analysis looks for such claims in real skills and follows them along chains."""
+
+    model_config = ConfigDict(extra="forbid")
+    claim: str = Field(min_length=10, description="the closure, as a skill would word it")
+    refuted_by: str = Field(min_length=10, description="which shipped solution does it, and how")
+
+
 class Sidecar(BaseModel):
     """Our metadata beside a problem file (`NN_name.toml`); see problems/AUTHORING.md."""
 
@@ -46,6 +55,7 @@ class Sidecar(BaseModel):
         "bf16_tensor", description="which compute peak the flops are read against")
     smoke: dict[str, int] = Field(default_factory=dict)
     tolerance: ToleranceOverride = Field(default_factory=ToleranceOverride)
+    closure_probe: Optional[ClosureProbe] = None
 
 
 class ProblemError(BaseModel):

@@ -64,3 +64,42 @@ def test_cli_list_json(capsys, tmp_path):
     assert [p["id"] for p in listing["problems"]] == ["mlp_norm/01_ok"]
     assert listing["problems"][0]["family"] == "mlp_norm" and listing["problems"][0]["min_arch"] == "sm_90a"
     assert listing["errors"][0]["path"].endswith("02_broken.py")
+
+
+def _computation_fingerprint(path: Path) -> str:
+    """reference() with every number and every shape constant blanked: two problems that differ only in their
+    numbers (the same computation at other shapes or constants) get the same fingerprint."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    shapes = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+              if isinstance(t, ast.Name) and t.id.isupper()}
+    reference = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "reference")
+
+    class Blank(ast.NodeTransformer):
+        def visit_Constant(self, node):
+            return ast.Constant(value="#") if isinstance(node.value, (int, float)) else node
+
+        def visit_Name(self, node):
+            return ast.Name(id="SHAPE", ctx=node.ctx) if node.id in shapes else node
+
+    blanked = Blank().visit(reference)
+    blanked.name = "reference"
+    return ast.dump(blanked, annotate_fields=False, include_attributes=False)
+
+
+def test_no_two_shipped_problems_are_the_same_computation_with_other_numbers(problems, tmp_path):
+    seen: dict[str, str] = {}
+    for problem in problems.problems:
+        fingerprint = _computation_fingerprint(problem.path)
+        assert fingerprint not in seen, f"{problem.problem_id} computes what {seen.get(fingerprint)} computes"
+        seen[fingerprint] = problem.problem_id
+    # The fingerprint sees a copy with other numbers as the same computation, and another operation as another.
+    original = tmp_path / "a.py"
+    original.write_text("N = 4096\nEPS = 1e-6\n\ndef reference(x):\n    return x[:N] * 2 + EPS\n")
+    renumbered = tmp_path / "b.py"
+    renumbered.write_text("N = 128\nEPS = 1e-5\n\ndef reference(x):\n    return x[:N] * 3 + EPS\n")
+    other = tmp_path / "c.py"
+    other.write_text("N = 4096\nEPS = 1e-6\n\ndef reference(x):\n    return x[:N] / 2 + EPS\n")
+    assert _computation_fingerprint(original) == _computation_fingerprint(renumbered)
+    assert _computation_fingerprint(original) != _computation_fingerprint(other)

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ._common import add_judging_options, add_problems_root, judging_from_args, load_problem_set
+from ._common import UsageError, add_judging_options, add_problems_root, judging_from_args, load_problem_set
 
 HELP = "list or validate the problem suite"
 
@@ -26,6 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--problem", nargs="+", metavar="ID", help="only these problem ids")
     add_problems_root(check)
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="validate N problems at once (faster where compiles dominate; timings then share the "
+                            "cores, so record speedups with the default 1)")
     check.add_argument("--report", type=Path, metavar="FILE",
                        help="also write the full JSON report (every verdict) to this file")
     add_judging_options(check)
@@ -102,7 +105,10 @@ def run_validate(args: argparse.Namespace) -> int:
     if not args.json:
         console.print(f"validating {total} problems on {args.device} ...")
     limits, options = judging_from_args(args)
-    rows = validate(problems, args.device, dsls=args.dsl, limits=limits, options=options, on_row=progress, only=only)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    rows = validate(problems, args.device, dsls=args.dsl, limits=limits, options=options, on_row=progress, only=only,
+                    jobs=args.jobs)
     failed = [r for r in rows if not r.ok]
     report = {"ok": not failed, "rows": [r.as_json() for r in rows]}
     if args.report:

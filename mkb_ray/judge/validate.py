@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -73,38 +75,64 @@ def validate(
     options: JudgeOptions = JudgeOptions(),
     on_row: Callable[[ValidationRow], None] = lambda row: None,
     only: Optional[Sequence[str]] = None,
+    jobs: int = 1,
 ) -> list[ValidationRow]:
-    """Screens and every solution of every problem (or of the problem ids in `only`), in order."""
-    rows: list[ValidationRow] = []
+    """Screens and every solution of every problem (or of the problem ids in `only`), rows in problem order.
+    `jobs` > 1 validates that many problems at once (each shard with its own warm checkers): faster where compiles
+    dominate, but the timings then share the cores — record speedups with one job."""
+    chosen = [p for p in problems.problems if not only or p.problem_id in only]
+    load_rows = [ValidationRow(error.path, "load", False, error.message) for error in problems.errors]
+    for row in load_rows:
+        on_row(row)
+    shards = [chosen[i::max(1, jobs)] for i in range(max(1, jobs))]
+    lock = threading.Lock()
 
-    def emit(row: ValidationRow) -> None:
-        rows.append(row)
+    def locked(row: ValidationRow) -> None:
+        with lock:
+            on_row(row)
+
+    if len(shards) == 1:
+        by_problem = _validate_shard(shards[0], device, dsls, limits, options, on_row)
+    else:
+        with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+            results = list(pool.map(lambda shard: _validate_shard(shard, device, dsls, limits, options, locked),
+                                    shards))
+        by_problem = {pid: rows for result in results for pid, rows in result.items()}
+    return load_rows + [row for p in chosen for row in by_problem[p.problem_id]]
+
+
+def _validate_shard(chosen: Sequence[Problem], device: str, dsls: Sequence[str], limits: JudgeLimits,
+                    options: JudgeOptions, on_row: Callable[[ValidationRow], None]) -> dict[str, list[ValidationRow]]:
+    """validate() for some problems, in order, with warm checkers of its own; rows by problem id."""
+    out: dict[str, list[ValidationRow]] = {}
+
+    def emit(problem: Problem, row: ValidationRow) -> None:
+        out.setdefault(problem.problem_id, []).append(row)
         on_row(row)
 
     # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU), and baselines
     # measured once per problem and device for this validation (both GPU variants share them).
     baselines = tempfile.TemporaryDirectory(prefix="mkb-validate-baselines-")
     pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in SOLUTION_VARIANTS}}
-    for error in problems.errors:
-        emit(ValidationRow(error.path, "load", False, error.message))
-    for problem in problems.problems:
-        if only and problem.problem_id not in only:
-            continue
-        refusal = problem.judging_refusal(device, gpu_arch())
-        if refusal:  # nothing of it can run here: one row that says why, not four misleading failures
-            emit(ValidationRow(problem.problem_id, "refused", False, refusal))
-            continue
-        emit(screen_problem(problem, device, limits))
-        wanted = [v for v in SOLUTION_VARIANTS if SOLUTION_VARIANTS[v][0] in dsls]
-        missing = [v for v in wanted if v not in problem.solutions]
-        if missing:
-            emit(ValidationRow(problem.problem_id, "solutions", False,
-                               f"missing solutions: {', '.join(missing)} (every shipped problem needs all three)"))
-        for variant in wanted:
-            if variant in problem.solutions:
-                emit(judge_solution(problem, variant, device, limits, options, pools.get(
-                    _solution_device(variant, device)), Path(baselines.name)))
-    for pool in pools.values():
-        pool.close()
-    baselines.cleanup()
-    return rows
+    try:
+        for problem in chosen:
+            refusal = problem.judging_refusal(device, gpu_arch())
+            if refusal:  # nothing of it can run here: one row that says why, not four misleading failures
+                emit(problem, ValidationRow(problem.problem_id, "refused", False, refusal))
+                continue
+            emit(problem, screen_problem(problem, device, limits))
+            wanted = [v for v in SOLUTION_VARIANTS if SOLUTION_VARIANTS[v][0] in dsls]
+            missing = [v for v in wanted if v not in problem.solutions]
+            if missing:
+                emit(problem, ValidationRow(problem.problem_id, "solutions", False,
+                                            f"missing solutions: {', '.join(missing)} (every shipped problem needs "
+                                            f"all three)"))
+            for variant in wanted:
+                if variant in problem.solutions:
+                    emit(problem, judge_solution(problem, variant, device, limits, options, pools.get(
+                        _solution_device(variant, device)), Path(baselines.name)))
+    finally:
+        for pool in pools.values():
+            pool.close()
+        baselines.cleanup()
+    return out
