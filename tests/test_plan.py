@@ -186,6 +186,8 @@ def test_estimate_is_positive_and_says_so(roster):
     cost = estimate(plan, roster, bench)
     assert cost.attempts == len(plan) and cost.judged_submissions == len(plan) * 11
     assert cost.model_gpu_hours > 0 and cost.evaluator_gpu_hours > 0 and cost.gpu_hours > cost.model_gpu_hours
+    # By hand: every trial is GPU-judged 11 times at 2.79 s, and each (problem, DSL) pays its baseline once (16.41 s).
+    assert cost.evaluator_gpu_hours == pytest.approx((len(plan) * 11 * 2.79 + shipped * 2 * 16.41) / 3600)
     assert cost.critical_path_hours > 0 and "estimate" in cost.assumptions[0]
     local = {m.model: m for m in cost.per_model}
     assert local["glm-5.3-flash"].gpu_hours > 0 and local["gpt-5.6-sol"].gpu_hours == 0

@@ -220,10 +220,13 @@ def find_stale(plan: Plan, stored: Mapping[str, Sequence[str]], include_dependan
 # Share of the wall-clock budget an attempt is expected to use: agents stop early when they finish or run out of
 # submissions. A planning assumption, not a measurement.
 DEFAULT_UTILISATION = 0.5
-# Evaluator wall per judged submission on an H200: 20.3-22.0 s (median 21.5) over three CuTe DSL solutions
-# (fresh subprocess, compile, 5+2 correctness draws, 10 + 50 timed runs, eager baseline), measured by
-# benchmarks/evaluator_overhead.py: benchmarks/results/2026-11-29-h200-tests.txt.
-EVAL_S_PER_SUBMISSION = 21.0
+# Evaluator wall per judged submission on an H200 with the new judge (warm checkers, baselines cached in the run
+# directory): median 2.79 s over 9 judgements of CuTe DSL and TIRx solutions; the first judgement of a problem's
+# variant in a run also measures its eager baseline: median 19.20 s, i.e. 16.4 s more. Measured by
+# benchmarks/evaluator_overhead.py: benchmarks/results/2026-12-01-h200-judge-v2.txt ("new (baselines cached)" and
+# "new (baselines measured)" rows).
+EVAL_S_PER_SUBMISSION = 2.79
+BASELINE_S_PER_PROBLEM_VARIANT = 19.20 - 2.79
 
 
 @dataclass
@@ -265,7 +268,8 @@ def estimate(plan: Plan, roster: "dict[str, ModelSpec]", config: ExperimentConfi
     model GPU-hours = attempts × (wall_clock_s × utilisation) × num_gpus / attempts per replica, where attempts per
     replica = the model's concurrency (config override or roster max_concurrency) / max_replicas; API and
     CPU-served models cost no GPU-hours here. evaluator hours = attempts × (submissions × submission_use + 1 final
-    grading) × eval_s."""
+    grading) × eval_s, plus BASELINE_S_PER_PROBLEM_VARIANT once per (problem, DSL, target) of the plan (a run
+    measures each eager baseline once and caches it)."""
     budget = config.budget
     attempt_s = budget.wall_clock_s * utilisation
     judged_per_attempt = budget.submissions * submission_use + 1
@@ -279,14 +283,19 @@ def estimate(plan: Plan, roster: "dict[str, ModelSpec]", config: ExperimentConfi
                                        per_replica, attempts * attempt_s * gpus / per_replica / 3600))
     gpu_judged = sum(1 for t in plan.trials if t.target == "gpu")
     cpu_judged = len(plan.trials) - gpu_judged
+    variants = {(t.problem_id, t.dsl, t.target) for t in plan.trials}
+    gpu_baselines_s = sum(1 for v in variants if v[2] == "gpu") * BASELINE_S_PER_PROBLEM_VARIANT
+    cpu_baselines_s = sum(1 for v in variants if v[2] != "gpu") * BASELINE_S_PER_PROBLEM_VARIANT
     assumptions = [
         "an estimate from planning assumptions, not a measurement",
         f"an attempt uses {utilisation:.0%} of its {budget.wall_clock_s:g} s wall-clock budget "
         f"({attempt_s / 60:.1f} min)",
         f"every attempt makes {judged_per_attempt:g} judged submissions ({submission_use:.0%} of its "
         f"{budget.submissions} counted + 1 final grading)",
-        f"one judgement takes {eval_s:g} s of an evaluator (H200 median, benchmarks/results/); CPU-target "
-        "judgements counted in CPU-slot hours at the same rate",
+        f"one judgement takes {eval_s:g} s of an evaluator, plus {BASELINE_S_PER_PROBLEM_VARIANT:.1f} s once per "
+        f"problem variant for its eager baseline (the new judge on an H200, baselines cached per run: "
+        f"benchmarks/results/2026-12-01-h200-judge-v2.txt); CPU-target judgements counted in CPU-slot hours at "
+        f"the same rate",
         "a model replica serves (concurrency / max_replicas) attempts at once; API and CPU-served models cost no "
         "GPU-hours (API cost is per token and not estimated here)",
         "GPU-target trials priced as judged on an H200 (where there is no GPU they are compile-only and cheaper)",
@@ -298,7 +307,7 @@ def estimate(plan: Plan, roster: "dict[str, ModelSpec]", config: ExperimentConfi
         trials_by_kind=plan.counts_by_kind(), attempts=len(plan.trials),
         judged_submissions=len(plan.trials) * judged_per_attempt,
         model_gpu_hours=sum(m.gpu_hours for m in per_model),
-        evaluator_gpu_hours=gpu_judged * judged_per_attempt * eval_s / 3600,
-        evaluator_cpu_hours=cpu_judged * judged_per_attempt * eval_s / 3600,
+        evaluator_gpu_hours=(gpu_judged * judged_per_attempt * eval_s + gpu_baselines_s) / 3600,
+        evaluator_cpu_hours=(cpu_judged * judged_per_attempt * eval_s + cpu_baselines_s) / 3600,
         critical_path_hours=plan.depth() * attempt_s / 3600,
         per_model=per_model, assumptions=assumptions, synthetic=plan.synthetic)
