@@ -1,0 +1,45 @@
+"""CPU-target (LLVM) TIRx solution: serial loops over tokens and columns j < I, each producing both gradients in
+fp32. The sigmoid is taken from e = exp(-|gate|) (s = 1 / (1 + e) for gate >= 0, e / (1 + e) otherwise), so no
+exp overflows; d_gate = d_out * up * s * (1 + gate * (1 - s)) and d_up = d_out * gate * s, each rounded once."""
+import torch
+import tvm
+from tvm.script import tirx as T
+
+_compiled = {}
+
+
+def _build(tokens: int, d: int):
+    @T.prim_func
+    def swiglu_backward(x_ptr: T.handle, do_ptr: T.handle, dx_ptr: T.handle):
+        X = T.match_buffer(x_ptr, (tokens, 2 * d), "bfloat16")
+        DO = T.match_buffer(do_ptr, (tokens, d), "bfloat16")
+        DX = T.match_buffer(dx_ptr, (tokens, 2 * d), "bfloat16")
+        for i in T.serial(tokens):
+            for j in T.serial(d):
+                g = T.Cast("float32", X[i, j])
+                u = T.Cast("float32", X[i, d + j])
+                go = T.Cast("float32", DO[i, j])
+                e = T.exp(T.float32(0) - T.abs(g))
+                s = T.Select(g >= T.float32(0), T.float32(1) / (T.float32(1) + e), e / (T.float32(1) + e))
+                DX[i, j] = T.Cast("bfloat16", go * u * s * (T.float32(1) + g * (T.float32(1) - s)))
+                DX[i, d + j] = T.Cast("bfloat16", go * g * s)
+
+    return tvm.compile(tvm.IRModule({"main": swiglu_backward}), target="llvm", tir_pipeline="tirx")["main"]
+
+
+def solve(x: torch.Tensor, d_out: torch.Tensor):
+    tokens, two_d = x.shape
+    if two_d % 2 != 0:
+        raise ValueError("last dim of x must be even")
+    d = two_d // 2
+    if x.dtype != torch.bfloat16 or d_out.dtype != torch.bfloat16:
+        raise ValueError("expects bfloat16 x and d_out")
+    if d_out.shape != (tokens, d):
+        raise ValueError(f"d_out must have shape ({tokens}, {d})")
+    key = (tokens, d)
+    if key not in _compiled:
+        _compiled[key] = _build(tokens, d)
+    x = x.contiguous()
+    dx = torch.empty_like(x)
+    _compiled[key](x, d_out.contiguous(), dx)
+    return dx
