@@ -21,8 +21,10 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     assert verdict.target == "llvm" and verdict.timing_method == "checker_roundtrip_wall_clock"
     assert verdict.timed_draws == 5 and verdict.harness_overhead_ms > 0
     assert verdict.kernel_roundtrip_ms == pytest.approx(verdict.kernel_ms + verdict.harness_overhead_ms, abs=1e-6)
-    assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.speedup == pytest.approx(
-        verdict.eager_ms / verdict.kernel_ms)
+    assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.timing_resolved is not None
+    # A speedup is claimed only for a resolved time (a loaded CI host may leave this kernel within the noise).
+    assert verdict.speedup == (pytest.approx(verdict.eager_ms / verdict.kernel_ms) if verdict.timing_resolved
+                               else None)
     assert verdict.launches_per_call == 1 and verdict.problem_hash and verdict.seed == 11
     assert verdict.dsl_outputs_only is True
     names = [c.name for c in verdict.checks]
@@ -124,6 +126,7 @@ def test_a_timed_sample_is_its_trips_time_per_draw_and_every_draw_is_prepared_on
 
     class StubTimer:
         on_gpu = False
+        flush_l2 = True
 
         def measure(self, call):
             count = call()

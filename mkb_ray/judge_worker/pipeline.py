@@ -24,7 +24,7 @@ from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
 from .session import KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
-from .timing import RoundTripTimer, draws_per_trip, time_draws
+from .timing import TIMING_RESOLUTION, RoundTripTimer, draws_per_trip, time_draws, timing_resolved
 
 SCHEMA_VERSION = 2
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
@@ -323,11 +323,19 @@ def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
         judge.decoration(request.seed + 600)
         lap.mark(judge.phases_s, "integrity")
         fields.update(judge.timing())
-        fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"] if fields["kernel_ms"] > 0 else None
-        fields["tier"] = "pass2x" if (fields["speedup"] or 0) >= 2.0 else "pass"
-        fields["reason"] = (f"correct on {len(details) + 1} draws; {fields['speedup']:.2f}x eager "
-                            f"({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms, net of the harness's "
-                            f"{fields['harness_overhead_ms']:.3g} ms round trip)"
+        overhead = fields["harness_overhead_ms"]
+        fields["timing_resolved"] = timing_resolved(fields["kernel_roundtrip_ms"], overhead)
+        if fields["timing_resolved"]:
+            fields["speedup"] = fields["eager_ms"] / fields["kernel_ms"]
+            fields["tier"] = "pass2x" if fields["speedup"] >= 2.0 else "pass"
+            speed = (f"{fields['speedup']:.2f}x eager ({fields['kernel_ms']:.4g} ms vs {fields['eager_ms']:.4g} ms, "
+                     f"net of the harness's {overhead:.3g} ms round trip)")
+        else:
+            fields["speedup"], fields["tier"] = None, "pass"
+            speed = (f"speed not resolved: the kernel's round trip ({fields['kernel_roundtrip_ms']:.4g} ms) is within "
+                     f"{TIMING_RESOLUTION:.0%} of the harness's own ({overhead:.4g} ms), so no speedup is claimed "
+                     f"(eager {fields['eager_ms']:.4g} ms)")
+        fields["reason"] = (f"correct on {len(details) + 1} draws; {speed}"
                             + ("" if judge.dsl_outputs_only else "; some outputs computed by eager code (dsl_output)"))
     except Rejected as rejected:
         if not log.checks or log.checks[-1]["passed"]:  # raised by the kernel process or the session, not a check

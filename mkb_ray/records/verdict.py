@@ -70,7 +70,10 @@ class Verdict(BaseModel):
     kernel_min_ms: Optional[float] = None
     eager_ms: Optional[float] = None
     torch_compile_ms: Optional[float] = None
-    speedup: Optional[float] = Field(None, description="eager_ms / kernel_ms")
+    speedup: Optional[float] = Field(None, description="eager_ms / kernel_ms; None when the timing is not resolved")
+    timing_resolved: Optional[bool] = Field(
+        None, description="the kernel's net time is at least a tenth of the harness's round trip (False: too close "
+                          "to the harness's own time to claim a speedup; the tier is then pass)")
     rejected_by: Optional[str] = Field(None, description="the name of the check that failed")
     reason: str
     timing_method: Optional[str] = None
