@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -19,6 +20,14 @@ def test_shipped_suite_has_two_problems_per_family_with_all_solutions(problems):
         assert set(problem.solutions) == {"cutedsl", "tirx", "tirx_cpu"}, problem.problem_id
         assert problem.description and "\n" not in problem.description
         assert problem.sidecar.smoke, f"{problem.problem_id} has no smoke preset"
+        # The closure probe names a shipped solution of this very problem as its refutation.
+        probe = problem.sidecar.closure_probe
+        assert probe is not None, f"{problem.problem_id} has no closure probe"
+        named = re.findall(r"solutions/([\w.]+\.py)", probe.refuted_by)
+        assert named and all((problem.path.parent / "solutions" / name).is_file() and name.startswith(
+            problem.path.stem + ".") for name in named), (problem.problem_id, probe.refuted_by)
+    claims = [p.sidecar.closure_probe.claim for p in problems.problems]
+    assert len(set(claims)) == len(claims), "a closure probe is reused across problems"
 
 
 def _copy_example(root: Path) -> Path:
