@@ -46,6 +46,10 @@ def run_screens(problem_path: str, problem_id: str, preset: str, device: str, se
         values = values[torch.isfinite(values)]  # masked -inf entries (scores) are legitimate; the rest must vary
         magnitude = float(values.abs().max()) if values.numel() else 0.0
         spread = float(values.std()) if values.numel() > 1 else 0.0
+        if values.numel() <= 1:  # a scalar has no spread: it is not constant when it moves with the seed
+            record("not_constant", changed, f"output {index}: one value, {'' if changed else 'not '}moving with "
+                                            f"the seed")
+            continue
         varied = magnitude > 0 and spread > 1e-3 * magnitude
         record("not_constant", varied, f"output {index}: std {spread:.3g} vs max|x| {magnitude:.3g}")
     return {"problem_id": problem_id, "problem_hash": problem.problem_hash, "checks": checks}
