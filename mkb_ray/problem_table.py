@@ -80,15 +80,6 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-def _sol_us(problem: Problem) -> Optional[float]:
-    side = problem.sidecar
-    if side.bytes is None:
-        return None
-    flops = evaluate_work(side.flops, problem.shapes) if side.flops else 0.0
-    moved = evaluate_work(side.bytes, problem.shapes)
-    return max(flops / H200.flops_per_s[side.flops_kind], moved / H200.hbm_bytes_per_s) * 1e6
-
-
 def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str:
     """The README's markdown."""
     latest: dict[tuple[str, str, str], Measurement] = {}
@@ -111,8 +102,8 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
         "*SOL* is the H200's speed-of-light time for that work (max of FLOPs over the dense tensor-core peak of",
         "the sidecar's `flops_kind` and bytes over 4.8 TB/s). *Eager* and the speedups are the latest recorded",
         "validation (H200 for the GPU columns, the recording host's CPU for `tirx_cpu` at smoke shapes); `-`",
-        "means no current record (text records carry no problem hash: they are shown until a newer one). Hash: the first 8 hex digits of the problem hash (file + sidecar); CHANGELOG.md",
-        "says why one changed.",
+        "means no current record (text records carry no problem hash: they are shown until a newer one).",
+        "Hash: the first 8 hex digits of the problem hash (file + sidecar); CHANGELOG.md says why one changed.",
         "",
         "| problem | task (source model, what is fused) | inputs | shapes | FLOPs | bytes | SOL on H200 | "
         "eager on H200 | cutedsl | tirx | tirx_cpu | hash |",
@@ -130,7 +121,7 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
         side = p.sidecar
         flops = evaluate_work(side.flops, p.shapes) if side.flops else None
         moved = evaluate_work(side.bytes, p.shapes) if side.bytes else None
-        sol = _sol_us(p)
+        sol = H200.floor_s(flops or 0.0, moved, side.flops_kind)[0] * 1e6 if moved is not None else None
         cells = [
             f"`{p.problem_id}`", p.description.replace("|", "\\|"), input_dtypes(p),
             " ".join(f"{k}={v}" for k, v in p.shapes.items()),

@@ -79,6 +79,11 @@ class Problem(BaseModel):
     def family(self) -> str:
         return self.sidecar.family
 
+    @property
+    def min_arch_inferred(self) -> bool:
+        """min_arch was read from the problem file (no sidecar set it)."""
+        return self.min_arch_source.startswith("inferred")
+
     def judging_refusal(self, device: str, gpu_arch: Optional[str]) -> Optional[str]:
         """Why this problem cannot be judged on `device` here (None: it can). gpu_arch: this machine's GPU
         (e.g. 'sm_90a'), None without one. Refusing costs nobody a submission; a judgement would fail instead."""
@@ -145,7 +150,8 @@ def _parse_problem_file(path: Path) -> _ParsedProblem:
 
 
 def _check_work(sidecar: Sidecar, shapes: dict[str, int], path: Path) -> None:
-    """flops and bytes must evaluate at both presets (bytes positive; flops 0 for a pure copy): the roofline of every verdict uses them."""
+    """flops and bytes must evaluate at both presets (bytes positive; flops 0 for a pure copy): the roofline of
+    every verdict uses them."""
     for preset, values in (("production", shapes), ("smoke", {**shapes, **sidecar.smoke})):
         for name in ("flops", "bytes"):
             expression = getattr(sidecar, name)
@@ -203,7 +209,7 @@ def load_problems(root: Path | None = None) -> ProblemSet:
             sidecar = _load_sidecar(path, family_dir)
             shapes = shape_constants(parsed.tree)
             _check_work(sidecar, shapes, path)
-        except (ValueError, OSError, UnicodeDecodeError) as err:
+        except (ValueError, OSError) as err:  # UnicodeDecodeError is a ValueError
             errors.append(ProblemError(path=str(path), message=str(err)))
             continue
         min_arch, arch_source = _min_arch(sidecar, parsed)

@@ -67,12 +67,12 @@ def run_list(args: argparse.Namespace) -> int:
         table.add_column(column, no_wrap=column != "task", overflow="ellipsis")
     for p in problems.problems:
         marks = ["✓" if v in p.solutions else "-" for v in ("cutedsl", "tirx", "tirx_cpu")]
-        inferred = p.min_arch_source.startswith("inferred")
-        table.add_row(p.problem_id, p.family, p.min_arch + ("*" if inferred else ""), *marks, p.description[:70])
+        table.add_row(p.problem_id, p.family, p.min_arch + ("*" if p.min_arch_inferred else ""), *marks,
+                      p.description[:70])
     console = make_console()
     console.print(table)
     for p in problems.problems:
-        if p.min_arch_source.startswith("inferred"):
+        if p.min_arch_inferred:
             console.print(f"* {p.problem_id}: min_arch {p.min_arch} {p.min_arch_source} (no sidecar says otherwise)")
         if p.cuda_pins:
             console.print(f"[yellow]GPU only[/yellow] {p.problem_id}: make_inputs() pins tensors to CUDA "

@@ -23,6 +23,11 @@ class DevicePeaks:
     hbm_bytes_per_s: float
     flops_per_s: Mapping[str, float]  # by flops_kind
 
+    def floor_s(self, flops: float, moved: float, flops_kind: str) -> tuple[float, str]:
+        """The speed-of-light time of the work and what bounds it: max(flops / compute peak, bytes / bandwidth)."""
+        compute, memory = flops / self.flops_per_s[flops_kind], moved / self.hbm_bytes_per_s
+        return (memory, "memory") if memory >= compute else (compute, "compute")
+
 
 # Dense tensor-core peaks (TFLOP/s: bf16 989, fp8/int8 1979, fp32 non-tensor 67) and HBM bandwidth.
 H200 = DevicePeaks("NVIDIA H200 (SXM)", 4.8e12,
@@ -44,15 +49,9 @@ def roofline(flops_expr: Optional[str], bytes_expr: Optional[str], flops_kind: s
         return None
     flops = evaluate_work(flops_expr, shapes) if flops_expr else 0.0
     moved = evaluate_work(bytes_expr, shapes) if bytes_expr else 0.0
-    compute_peak = peaks.flops_per_s[flops_kind]
-
-    def fraction(ms: float) -> tuple[float, str]:
-        seconds = ms / 1e3
-        compute, memory = flops / seconds / compute_peak, moved / seconds / peaks.hbm_bytes_per_s
-        return (memory, "memory") if memory >= compute else (compute, "compute")
-
-    kernel_fraction, bound = fraction(kernel_ms)
+    floor, bound = peaks.floor_s(flops, moved, flops_kind)  # a time's fraction of the roof is floor / time
+    seconds = kernel_ms / 1e3
     return Roofline(peaks=peaks.name, flops=flops, bytes=moved, flops_kind=flops_kind, bound=bound,
-                    fraction=kernel_fraction,
-                    achieved_tflops=flops / (kernel_ms / 1e3) / 1e12, achieved_tb_s=moved / (kernel_ms / 1e3) / 1e12,
-                    eager_fraction=fraction(eager_ms)[0] if eager_ms and eager_ms > 0 else None)
+                    fraction=floor / seconds, achieved_tflops=flops / seconds / 1e12,
+                    achieved_tb_s=moved / seconds / 1e12,
+                    eager_fraction=floor / (eager_ms / 1e3) if eager_ms and eager_ms > 0 else None)

@@ -84,15 +84,15 @@ def validate(
     load_rows = [ValidationRow(error.path, "load", False, error.message) for error in problems.errors]
     for row in load_rows:
         on_row(row)
-    shards = [chosen[i::max(1, jobs)] for i in range(max(1, jobs))]
+    shards = [shard for shard in (chosen[i::max(1, jobs)] for i in range(max(1, jobs))) if shard]
     lock = threading.Lock()
 
     def locked(row: ValidationRow) -> None:
         with lock:
             on_row(row)
 
-    if len(shards) == 1:
-        by_problem = _validate_shard(shards[0], device, dsls, limits, options, on_row)
+    if len(shards) <= 1:
+        by_problem = _validate_shard(shards[0], device, dsls, limits, options, on_row) if shards else {}
     else:
         with ThreadPoolExecutor(max_workers=len(shards)) as pool:
             results = list(pool.map(lambda shard: _validate_shard(shard, device, dsls, limits, options, locked),
