@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Optional
 
 from ._common import UsageError, add_judging_options, add_problems_root, judging_from_args, load_problem_set
 
@@ -26,11 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check.add_argument("--problem", nargs="+", metavar="ID", help="only these problem ids")
     add_problems_root(check)
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument("--target", nargs="+", choices=["gpu", "cpu"], default=["gpu", "cpu"],
+                       help="which solutions: the GPU ones (cutedsl, tirx), the CPU-target TIRx one (tirx_cpu)")
     check.add_argument("--jobs", type=int, default=1, metavar="N",
-                       help="validate N problems at once (faster where compiles dominate; timings then share the "
-                            "cores, so record speedups with the default 1)")
+                       help="validate N problems at once. On one GPU they share it for compiles and correctness but "
+                            "each times alone (a device lock), so GPU speedups stay valid; CPU-target timings share "
+                            "the cores, so record those with the default 1")
     check.add_argument("--report", type=Path, metavar="FILE",
-                       help="also write the full JSON report (every verdict) to this file")
+                       help="also write the full JSON report (every verdict) to this file, after every row")
+    check.add_argument("--resume", action="store_true",
+                       help="with --report: keep the rows of problems the existing report already covers and "
+                            "validate only the others (a run cut short goes on where it stopped)")
+    check.add_argument("--rerun-failed", action="store_true",
+                       help="with --resume: also validate again the problems with a failed row (say, after a fix "
+                            "or an out-of-memory run)")
     add_judging_options(check)
     check.set_defaults(handler=run_validate)
 
@@ -89,30 +99,43 @@ def ms(value: float | None) -> str:
 def run_validate(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from ..judge.validate import validate
+    from ..judge.validate import finished_problems, validate, wanted_variants
     from ._console import make_console
 
     problems = load_problem_set(args.problems_root)
     console = make_console()
-    only = args.problem or None
-    total = sum(1 for p in problems.problems if not only or p.problem_id in only)
+    if args.resume and not args.report:
+        raise UsageError("--resume needs --report FILE: the report it goes on from")
+    kept = _resumed_rows(args.report) if args.resume else []
+    if args.rerun_failed and not args.resume:
+        raise UsageError("--rerun-failed goes with --resume")
+    finished = finished_problems(kept, wanted_variants(args.dsl, args.target))
+    if args.rerun_failed:
+        finished -= {row.problem_id for row in kept if not row.ok}
+    kept = [row for row in kept if row.problem_id in finished]
+    only = [p.problem_id for p in problems.problems
+            if (not args.problem or p.problem_id in args.problem) and p.problem_id not in finished]
+    total = len(only)
+    done: list = list(kept)
 
     def progress(row) -> None:
+        done.append(row)
+        if args.report:  # rewritten after every row: a run cut short keeps every verdict it reached
+            _write_report(args.report, done, finished=False)
         if not args.json:
             mark = "[green]ok[/green]" if row.ok else "[red]FAIL[/red]"
             console.print(f"{mark} {row.problem_id} {row.variant}: {row.summary[:160]}")
 
     if not args.json:
-        console.print(f"validating {total} problems on {args.device} ...")
+        resumed = f" ({len(finished)} already in {args.report})" if finished else ""
+        console.print(f"validating {total} problems on {args.device}{resumed} ...")
     limits, options = judging_from_args(args)
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-    rows = validate(problems, args.device, dsls=args.dsl, limits=limits, options=options, on_row=progress, only=only,
-                    jobs=args.jobs)
+    rows = kept + (validate(problems, args.device, dsls=args.dsl, limits=limits, options=options, on_row=progress,
+                            only=only, jobs=args.jobs, targets=args.target) if only else [])
     failed = [r for r in rows if not r.ok]
-    report = {"ok": not failed, "rows": [r.as_json() for r in rows]}
-    if args.report:
-        args.report.write_text(json.dumps(report, indent=2))
+    report = _write_report(args.report, rows, finished=True)
     if args.json:
         print(json.dumps(report, indent=2))
         return 0 if not failed else 1
@@ -127,6 +150,29 @@ def run_validate(args: argparse.Namespace) -> int:
                       f"{v.speedup:.2f}x" if v and v.speedup else "-", "✓" if row.ok else "✗")
     console.print(table)
     return 0 if not failed else 1
+
+
+def _resumed_rows(path: Path) -> list:
+    """The rows of an earlier report at `path` (none when there is no such file yet)."""
+    from ..judge.validate import ValidationRow
+
+    if not path.exists():
+        return []
+    try:
+        return [ValidationRow.from_json(row) for row in json.loads(path.read_text())["rows"]]
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"--resume: {path} is not a validate report ({type(err).__name__}: {err})") from err
+
+
+def _write_report(path: Optional[Path], rows: list, finished: bool) -> dict:
+    """The JSON report of `rows` (written to `path` when given, atomically); `complete` is false until the run
+    ended, so a report of a run that was cut short says so."""
+    report = {"ok": all(r.ok for r in rows), "complete": finished, "rows": [r.as_json() for r in rows]}
+    if path is not None:
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(report, indent=2))
+        partial.replace(path)
+    return report
 
 
 def run_readme(args: argparse.Namespace) -> int:

@@ -36,13 +36,15 @@ def judge_kernel(
     options: JudgeOptions = JudgeOptions(),
     pool: Optional[CheckerPool] = None,
     baseline_cache_dir: Optional[Path] = None,
+    device_lock: Optional[Path] = None,
 ) -> Verdict:
     """Judge `kernel_path` as a `dsl` solution of `problem` on `device` ('cuda' or 'cpu').
 
     `baseline_cache_dir` (a run directory's, typically) caches the eager/torch.compile baselines per problem,
     shapes, protocol and device; None measures them for every judgement. Raises JudgingRefused when the problem
     cannot be judged here at all (a make_inputs() pinned to CUDA on a machine without a GPU, an sm_100a problem on
-    Hopper): a verdict would blame the kernel for the machine."""
+    Hopper): a verdict would blame the kernel for the machine. `device_lock`: the lock file of judgements sharing
+    this GPU (mkb_ray/judge_worker/device_lock.py), so that each one times alone."""
     refusal = problem.judging_refusal(device, gpu_arch())
     if refusal:
         raise JudgingRefused(refusal)
@@ -52,7 +54,8 @@ def judge_kernel(
         dsl=dsl, device=device, preset=preset or default_preset(device),
         seed=seed if seed is not None else secrets.randbelow(2**31), options=options.resolved(device),
         ptx_cache_dir=str(ptx_cache_dir()),
-        baseline_cache_dir=str(Path(baseline_cache_dir).resolve()) if baseline_cache_dir else None)
+        baseline_cache_dir=str(Path(baseline_cache_dir).resolve()) if baseline_cache_dir else None,
+        device_lock=str(device_lock) if device_lock else None)
     outcome = run_worker({"request": request.as_json_dict(), "mode": "judge"}, limits, pool, device)
     payload, killed_for, wall_s, log_tail = outcome.payload, outcome.killed_for, outcome.wall_s, outcome.log_tail
     if payload is not None and killed_for is None:

@@ -34,9 +34,34 @@ class ValidationRow:
                 "checks": [c.model_dump() for c in self.checks]}
 
 
-def screen_problem(problem: Problem, device: str, limits: JudgeLimits) -> ValidationRow:
+    @classmethod
+    def from_json(cls, data: dict) -> "ValidationRow":
+        """A row back from `as_json()` (a report being resumed)."""
+        verdict = Verdict(**data["verdict"]) if data.get("verdict") else None
+        return cls(data["problem_id"], data["variant"], bool(data["ok"]), data["summary"], verdict,
+                   [CheckResult(**c) for c in data.get("checks") or []])
+
+
+def wanted_variants(dsls: Sequence[str], targets: Sequence[str]) -> list[str]:
+    """The solution variants whose DSL is in `dsls` and whose target (gpu, cpu) is in `targets`."""
+    return [v for v, (dsl, target) in SOLUTION_VARIANTS.items() if dsl in dsls and target in targets]
+
+
+def finished_problems(rows: Sequence[ValidationRow], variants: Sequence[str]) -> set[str]:
+    """Problem ids the rows cover completely: refused, or screened and every wanted variant judged."""
+    seen: dict[str, set[str]] = {}
+    for row in rows:
+        seen.setdefault(row.problem_id, set()).add(row.variant)
+    return {pid for pid, got in seen.items() if "refused" in got or {"screens", *variants} <= got}
+
+
+def screen_problem(problem: Problem, device: str, limits: JudgeLimits,
+                   device_lock: Optional[Path] = None) -> ValidationRow:
+    if device == "cuda" and gpu_arch() is None:  # GPU solutions only compile here; the problem is screened on the CPU
+        device = "cpu"
     request = {"problem_path": str(problem.path), "problem_id": problem.problem_id,
-               "preset": default_preset(device), "device": device, "seed": secrets.randbelow(2**31)}
+               "preset": default_preset(device), "device": device, "seed": secrets.randbelow(2**31),
+               "device_lock": str(device_lock) if device_lock else None}
     outcome = run_worker({"request": request, "mode": "screen"}, limits)
     answer = outcome.payload
     if answer is None or "error" in answer:
@@ -55,10 +80,11 @@ def _solution_device(variant: str, device: str) -> str:
 
 def judge_solution(problem: Problem, variant: str, device: str, limits: JudgeLimits,
                    options: JudgeOptions, pool: Optional[CheckerPool] = None,
-                   baseline_cache_dir: Optional[Path] = None) -> ValidationRow:
+                   baseline_cache_dir: Optional[Path] = None, device_lock: Optional[Path] = None) -> ValidationRow:
     dsl, target = SOLUTION_VARIANTS[variant]
     verdict = judge_kernel(problem, problem.solutions[variant], dsl, _solution_device(variant, device),
-                           limits=limits, options=options, pool=pool, baseline_cache_dir=baseline_cache_dir)
+                           limits=limits, options=options, pool=pool, baseline_cache_dir=baseline_cache_dir,
+                           device_lock=device_lock)
     if verdict.executed:
         ok = verdict.passed
     else:
@@ -76,33 +102,40 @@ def validate(
     on_row: Callable[[ValidationRow], None] = lambda row: None,
     only: Optional[Sequence[str]] = None,
     jobs: int = 1,
+    targets: Sequence[str] = ("gpu", "cpu"),
 ) -> list[ValidationRow]:
-    """Screens and every solution of every problem (or of the problem ids in `only`), rows in problem order.
-    `jobs` > 1 validates that many problems at once (each shard with its own warm checkers): faster where compiles
-    dominate, but the timings then share the cores — record speedups with one job."""
+    """Screens and every solution of every problem (or of the problem ids in `only`) whose DSL is in `dsls` and
+    target in `targets`, rows in problem order. `jobs` > 1 validates that many problems at once (each shard with
+    its own warm checkers). On a GPU the shards share one device lock: compiles and correctness overlap, timing
+    is alone on the device. CPU-target timings share the cores: record those with one job."""
     chosen = [p for p in problems.problems if not only or p.problem_id in only]
+    variants = wanted_variants(dsls, targets)
     load_rows = [ValidationRow(error.path, "load", False, error.message) for error in problems.errors]
     for row in load_rows:
         on_row(row)
     shards = [shard for shard in (chosen[i::max(1, jobs)] for i in range(max(1, jobs))) if shard]
     lock = threading.Lock()
+    lock_dir = tempfile.TemporaryDirectory(prefix="mkb-validate-device-")
+    device_lock = Path(lock_dir.name) / "device.lock" if device == "cuda" and len(shards) > 1 else None
 
     def locked(row: ValidationRow) -> None:
         with lock:
             on_row(row)
 
-    if len(shards) <= 1:
-        by_problem = _validate_shard(shards[0], device, dsls, limits, options, on_row) if shards else {}
-    else:
-        with ThreadPoolExecutor(max_workers=len(shards)) as pool:
-            results = list(pool.map(lambda shard: _validate_shard(shard, device, dsls, limits, options, locked),
-                                    shards))
-        by_problem = {pid: rows for result in results for pid, rows in result.items()}
+    with lock_dir:
+        if len(shards) <= 1:
+            by_problem = _validate_shard(shards[0], device, variants, limits, options, on_row) if shards else {}
+        else:
+            with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+                results = list(pool.map(lambda shard: _validate_shard(shard, device, variants, limits, options,
+                                                                      locked, device_lock), shards))
+            by_problem = {pid: rows for result in results for pid, rows in result.items()}
     return load_rows + [row for p in chosen for row in by_problem[p.problem_id]]
 
 
-def _validate_shard(chosen: Sequence[Problem], device: str, dsls: Sequence[str], limits: JudgeLimits,
-                    options: JudgeOptions, on_row: Callable[[ValidationRow], None]) -> dict[str, list[ValidationRow]]:
+def _validate_shard(chosen: Sequence[Problem], device: str, wanted: Sequence[str], limits: JudgeLimits,
+                    options: JudgeOptions, on_row: Callable[[ValidationRow], None],
+                    device_lock: Optional[Path] = None) -> dict[str, list[ValidationRow]]:
     """validate() for some problems, in order, with warm checkers of its own; rows by problem id."""
     out: dict[str, list[ValidationRow]] = {}
 
@@ -113,15 +146,14 @@ def _validate_shard(chosen: Sequence[Problem], device: str, dsls: Sequence[str],
     # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU), and baselines
     # measured once per problem and device for this validation (both GPU variants share them).
     baselines = tempfile.TemporaryDirectory(prefix="mkb-validate-baselines-")
-    pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in SOLUTION_VARIANTS}}
+    pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in wanted}}
     try:
         for problem in chosen:
             refusal = problem.judging_refusal(device, gpu_arch())
             if refusal:  # nothing of it can run here: one row that says why, not four misleading failures
                 emit(problem, ValidationRow(problem.problem_id, "refused", False, refusal))
                 continue
-            emit(problem, screen_problem(problem, device, limits))
-            wanted = [v for v in SOLUTION_VARIANTS if SOLUTION_VARIANTS[v][0] in dsls]
+            emit(problem, screen_problem(problem, device, limits, device_lock))
             missing = [v for v in wanted if v not in problem.solutions]
             if missing:
                 emit(problem, ValidationRow(problem.problem_id, "solutions", False,
@@ -130,7 +162,7 @@ def _validate_shard(chosen: Sequence[Problem], device: str, dsls: Sequence[str],
             for variant in wanted:
                 if variant in problem.solutions:
                     emit(problem, judge_solution(problem, variant, device, limits, options, pools.get(
-                        _solution_device(variant, device)), Path(baselines.name)))
+                        _solution_device(variant, device)), Path(baselines.name), device_lock))
     finally:
         for pool in pools.values():
             pool.close()

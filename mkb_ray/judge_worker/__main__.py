@@ -31,10 +31,15 @@ def main() -> int:
     result = os.fdopen(int(message.pop("result_fd")), "w")
     nonce = message.pop("nonce")
     if message.get("mode") == "screen":
+        from .device_lock import DeviceLock
         from .screens import run_screens
 
+        screen_request = dict(message["request"])
+        lock_path = screen_request.pop("device_lock", None)
+        lock = DeviceLock(lock_path if screen_request.get("device") == "cuda" else None)
         try:
-            verdict = run_screens(**message["request"])
+            with lock.shared():  # screens draw on the GPU: never while another judgement times
+                verdict = run_screens(**screen_request)
         except Exception as err:  # a broken problem is a finding of the screen, not a crash
             verdict = {"error": f"{type(err).__name__}: {err}"}
     else:

@@ -7,13 +7,14 @@ use re-measures and records the drift, so a machine that changed under a cache i
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
@@ -63,9 +64,10 @@ def cache_key(problem_hash: str, shapes: dict[str, Any], warmup: int, timed: int
 
 def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int], list[Any]], outputs: list[Any],
             mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
-            writable: tuple[str, ...] = (), per_trip: int = 1, flush_l2: bool = True) -> Baselines:
+            writable: tuple[str, ...] = (), per_trip: int = 1, flush_l2: bool = True,
+            alone: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Baselines:
     """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it, with
-    the kernel's `per_trip` draws per round trip."""
+    the kernel's `per_trip` draws per round trip; the timing (not the process start) inside `alone()`."""
     device_type = "cuda" if on_gpu else "cpu"
     session = KernelSession(KernelProcess(on_gpu, writable=writable, role="baseline"), device_type, draw(0),
                             outputs, mutates, banks=per_trip)
@@ -86,12 +88,14 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
             return time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=range(count)),
                               warmup, timed, per_trip=per_trip).median_ms
 
-        noop = run("noop", 0)
-        eager = run("reference", 2000)
+        with alone():
+            noop = run("noop", 0)
+            eager = run("reference", 2000)
         compiled, note = None, None
         if compile_baseline:
             try:
-                compiled = run("reference", 3000, torch_compile=True)
+                with alone():
+                    compiled = run("reference", 3000, torch_compile=True)
             except Rejected as failed:  # the reference itself does not compile: no such baseline, said why
                 note = f"torch.compile of the reference failed: {failed.reason[:300]}"
         return Baselines(eager_ms=eager, torch_compile_ms=compiled, noop_ms=noop, note=note)

@@ -19,6 +19,7 @@ import torch
 
 from .baselines import Baselines, cache_key, cached_or_measured, measure
 from .correctness import Expected, compare, expected_outputs
+from .device_lock import DeviceLock
 from .kernel_process import KernelProcess, Rejected
 from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
@@ -52,8 +53,8 @@ class CheckLog:
 class Judge:
     """The per-submission state of the checker: the problem, the kernel session, what was learnt so far."""
 
-    def __init__(self, request: JudgeRequest, log: CheckLog, process: KernelProcess) -> None:
-        self.request, self.log, self.process = request, log, process
+    def __init__(self, request: JudgeRequest, log: CheckLog, process: KernelProcess, lock: DeviceLock) -> None:
+        self.request, self.log, self.process, self.lock = request, log, process, lock
         self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
         self.device_type = "cuda" if self.on_gpu else "cpu"
         self.problem: LoadedProblem = load_problem(Path(request.problem_path), request.problem_id, request.preset)
@@ -164,6 +165,12 @@ class Judge:
             self.log.check("decoration", False, f"the profiled call{when} returned no record of what ran")
             return
         share = float(evidence.get("dsl_share", 0.0))
+        recorded = sum(float(evidence.get(key, 0.0)) for key in ("dsl_us", "torch_compute_us", "torch_glue_us"))
+        if self.on_gpu and recorded <= 0.0:  # fail, never pass: a kernel must not profit from an empty record
+            self.log.check("decoration", False, f"the device recorded no kernel at all in the profiled call{when} "
+                           "(no DSL, no PyTorch): the work was not done on the GPU, or the profiler could not "
+                           "record (CUPTI needs free GPU memory for its buffers)")
+            return
         ops = evidence.get("compute_ops") or {}
         top = ", ".join(f"{name}×{count}" for name, count in sorted(ops.items(), key=lambda kv: -kv[1])[:6])
         other = "PyTorch compute" if self.on_gpu else "PyTorch/numpy compute"
@@ -215,10 +222,11 @@ class Judge:
                     self.decoration(request.seed + 5000 + index, when=when)
 
         timer = RoundTripTimer(self.on_gpu, session.fence if self.on_gpu else None, options.flush_l2)
-        started = time.perf_counter()
-        kernel = time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=order),
-                            options.warmup, options.timed, after_call, per_trip=self.per_trip)
-        self.phases_s["timing_kernel"] = time.perf_counter() - started
+        with self.lock.exclusive():  # no other judgement's work on the device while this one times
+            started = time.perf_counter()
+            kernel = time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=order),
+                                options.warmup, options.timed, after_call, per_trip=self.per_trip)
+            self.phases_s["timing_kernel"] = time.perf_counter() - started
         self.useful_s += kernel.median_ms * (options.warmup + options.timed) / 1e3
         self.log.check("post_timing", True, f"{len(rechecked)} timed draws re-checked; {rechecked[-1]}")
         started = time.perf_counter()
@@ -246,7 +254,7 @@ class Judge:
         return cached_or_measured(cache_dir, key, lambda: measure(
             Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
             self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip,
-            options.flush_l2))
+            options.flush_l2, alone=self.lock.exclusive))
 
 
 class _Laps:
@@ -279,7 +287,17 @@ def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
 
 
 def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
-    """Judge one kernel with `process` (a fresh, warm kernel process); always returns a verdict dict."""
+    """Judge one kernel with `process` (a fresh, warm kernel process); always returns a verdict dict. With a
+    device lock (several judgements on one GPU), the judgement holds the GPU shared and times alone."""
+    lock = DeviceLock(request.device_lock if request.device == "cuda" else None)
+    with lock.shared():
+        fields = _judge(request, process, lock)
+    if lock.path is not None:
+        fields.setdefault("phases_s", {})["device_lock_wait"] = lock.waited_s
+    return fields
+
+
+def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock) -> dict[str, Any]:
     started = time.perf_counter()
     lap = _Laps(started)
     source = Path(request.kernel_path).read_text(errors="replace")
@@ -289,7 +307,7 @@ def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
     try:
         violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
         log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
-        judge = Judge(request, log, process)
+        judge = Judge(request, log, process, lock)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
                       shapes=judge.problem.shapes, preset=judge.problem.preset)
         inputs = judge.draw(request.seed)

@@ -80,6 +80,8 @@ class JudgeRequest:
     options: JudgeOptions = field(default_factory=JudgeOptions)
     ptx_cache_dir: Optional[str] = None
     baseline_cache_dir: Optional[str] = None  # where eager/torch.compile baselines are cached (None: never)
+    # Several judgements sharing one GPU: the lock file that keeps timing alone on it (device_lock.py; None: alone)
+    device_lock: Optional[str] = None
 
     def as_json_dict(self) -> dict[str, Any]:
         return asdict(self)
