@@ -1,8 +1,11 @@
 """What ran during one profiled `solve` call besides the DSL: PyTorch compute (and host code) vs glue.
 
-- GPU: the device's own record (torch.profiler's CUPTI kernel activity). PyTorch's kernels are named after ATen
-  (`at::native::...`); every other kernel the call launched is the DSL's. Glue: device-side copies (casts),
-  fills, memsets. Host round trips (memcpy device↔host) are not glue: they are how host code would do the work.
+- GPU: the device's own record (torch.profiler's CUPTI kernel activity). A kernel is PyTorch's when the profiler
+  links it to the aten operator that launched it (cuBLAS's GEMMs under `aten::mm` included, whatever their name)
+  or when it is named after ATen (`at::native::...`); every other kernel the call launched is the DSL's, whatever
+  the candidate named it (a DSL kernel called `copy_blocks` or `prefill` is the DSL's work, not glue). Glue:
+  PyTorch's copies (casts), fills and views, and the runtime's device-side memcpy/memset. Host round trips
+  (memcpy device↔host) are not glue: they are how host code would do the work.
 - CPU target: aten operator events (their self time; glue ops excluded) and numpy calls (the profiler's Python
   tracer) are the non-DSL compute; the launch monitor's time inside the DSL's launches is the DSL's.
 
@@ -23,7 +26,8 @@ GLUE_OPS = {
     "size", "numel", "is_nonzero", "new_empty", "new_zeros", "new_full", "movedim", "dim", "type_as",
     "view_as_real", "view_as_complex", "_has_compatible_shallow_copy_type", "record_stream", "arange",
 }
-GLUE_KERNEL_WORDS = ("copy", "fill", "memset", "memcpy dtod")  # matched in lower case (FillFunctor, Memset)
+GLUE_KERNEL_WORDS = ("copy", "fill")  # in a PyTorch kernel's name, lower case (CatArrayBatchedCopy, FillFunctor)
+RUNTIME_GLUE_PREFIXES = ("memcpy dtod", "memset")  # CUPTI's names for the runtime's own device-side copies
 HOST_TRANSFER_WORDS = ("memcpy htod", "memcpy dtoh", "memcpy htoh")
 
 
@@ -48,24 +52,40 @@ class WorkEvidence:
 
 def summarise(profile: Any) -> WorkEvidence:
     """Classify the device events of a finished `torch.profiler.profile` (CPU and CUDA activities)."""
-    events = profile.events()
+    events = list(profile.events())
+    # The operator each device event was launched under: the profiler links a kernel to the innermost frontend
+    # event (an aten operator, when PyTorch launched it) by correlation id.
+    ops = {event.id: event.name for event in events if "CUDA" not in str(getattr(event, "device_type", ""))}
     evidence = WorkEvidence("cupti_kernels")
     for event in events:
         if "CUDA" not in str(getattr(event, "device_type", "")):
             continue
         name, duration = event.name, float(event.time_range.elapsed_us())
-        lowered = name.lower()
-        if any(word in lowered for word in HOST_TRANSFER_WORDS):
-            evidence.torch_compute_us += duration
-            evidence.compute_ops[name[:80]] = evidence.compute_ops.get(name[:80], 0) + 1
-        elif any(word in lowered for word in GLUE_KERNEL_WORDS):
+        kind = kernel_kind(name, ops.get(getattr(event, "linked_correlation_id", 0) or -1, ""))
+        if kind == "glue":
             evidence.torch_glue_us += duration
-        elif "at::" in name or "at_cuda" in name:
+        elif kind == "torch":
             evidence.torch_compute_us += duration
             evidence.compute_ops[name[:80]] = evidence.compute_ops.get(name[:80], 0) + 1
         else:
             evidence.dsl_us += duration
     return evidence
+
+
+def kernel_kind(name: str, launched_under: str = "") -> str:
+    """'torch' (PyTorch or host work), 'glue' or 'dsl' for one device event, from its name and the frontend event
+    (operator) the profiler linked it to. Only PyTorch's and the runtime's events can be glue: what a DSL kernel
+    is named is the candidate's choice."""
+    lowered = name.lower()
+    if lowered.startswith(HOST_TRANSFER_WORDS):
+        return "torch"
+    if launched_under.startswith("aten::"):
+        return "glue" if launched_under.split("::", 1)[1] in GLUE_OPS else "torch"
+    if "at::" in name or "at_cuda" in name:
+        return "glue" if any(word in lowered for word in GLUE_KERNEL_WORDS) else "torch"
+    if lowered.startswith(RUNTIME_GLUE_PREFIXES):
+        return "glue"
+    return "dsl"
 
 
 def summarise_cpu(profile: Any, dsl_launch_us: float) -> WorkEvidence:
