@@ -25,6 +25,14 @@ def _hold(path: str, mode: str, start_after: float, events: "multiprocessing.Que
                 events.put((name, "alone_end", time.monotonic()))
             events.put((name, "shared_again", time.monotonic()))
         return
+    if mode == "compile":  # a judgement's first call: shared, then nothing held while it compiles
+        with lock.shared():
+            with lock.released():
+                events.put((name, "compiling", time.monotonic()))
+                time.sleep(3 * HOLD_S)
+                events.put((name, "compiled", time.monotonic()))
+            events.put((name, "shared_again", time.monotonic()))
+        return
     hold = lock.shared() if mode == "shared" else lock.exclusive()
     with hold:
         events.put((name, "in", time.monotonic()))
@@ -67,6 +75,12 @@ def test_timing_inside_a_judgement_gives_up_and_resumes_its_shared_hold(tmp_path
     assert seen[("other", "in")] < seen[("judge", "alone")]
     assert seen[("judge", "alone")] >= seen[("other", "out")]
     assert seen[("judge", "shared_again")] >= seen[("judge", "alone_end")]
+
+
+def test_a_compile_does_not_keep_a_timer_waiting(tmp_path: Path) -> None:
+    seen = _run(tmp_path / "device.lock", [("compiler", "compile", 0.0), ("timer", "exclusive", 0.2)])
+    assert seen[("timer", "out")] < seen[("compiler", "compiled")], "the timer must not wait for the compile"
+    assert seen[("compiler", "shared_again")] >= seen[("compiler", "compiled")]
 
 
 def test_no_lock_path_holds_nothing() -> None:

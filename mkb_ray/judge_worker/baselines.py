@@ -19,7 +19,7 @@ from typing import Any, Callable, ContextManager, Optional
 import torch
 
 from .kernel_process import KernelProcess, Rejected
-from .session import KernelSession, copy_into
+from .session import READY_TIMEOUT_S, KernelSession, copy_into
 from .timing import RoundTripTimer, method_name, time_draws
 
 CACHE_VERSION = 1
@@ -65,12 +65,20 @@ def cache_key(problem_hash: str, shapes: dict[str, Any], warmup: int, timed: int
 def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int], list[Any]], outputs: list[Any],
             mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
             writable: tuple[str, ...] = (), per_trip: int = 1, flush_l2: bool = True,
-            alone: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Baselines:
+            alone: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+            idle: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Baselines:
     """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it, with
-    the kernel's `per_trip` draws per round trip; the timing (not the process start) inside `alone()`."""
+    the kernel's `per_trip` draws per round trip; the timing inside `alone()`, the process start (imports, no
+    device work to speak of) inside `idle()`."""
     device_type = "cuda" if on_gpu else "cpu"
-    session = KernelSession(KernelProcess(on_gpu, writable=writable, role="baseline"), device_type, draw(0),
-                            outputs, mutates, banks=per_trip)
+    process = KernelProcess(on_gpu, writable=writable, role="baseline")
+    try:
+        with idle():
+            process.wait_ready(READY_TIMEOUT_S)
+    except BaseException:
+        process.close()
+        raise
+    session = KernelSession(process, device_type, draw(0), outputs, mutates, banks=per_trip)
     try:
         name = copy_into(session.process, problem_path, "problem.py")
         timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None, flush_l2)

@@ -3,7 +3,10 @@
 `mkb problems validate --jobs N` on one GPU runs N judgements side by side, so process starts, imports, compiles
 and correctness draws overlap. A timed phase must not share the device: another process's kernels would be
 time-sliced into its samples. So every judgement holds this lock *shared* while it uses the GPU and *exclusively*
-while it times (the kernel's draws, then its baselines); screens hold it shared.
+while it times (the kernel's draws, then its baselines); screens hold it shared. The first call, which is mostly
+the candidate's compile (measured on the H200: up to 135 s for one CuTe kernel), holds nothing: a compile held
+shared kept other judgements' timing waiting for minutes. Its one execution of the kernel may then overlap another
+judgement's timed draws: one draw's worth of GPU work against 60 draws, whose median is what is reported.
 
 A readers-writer lock from two `flock` files beside each other: `<path>` (the lock) and `<path>.turnstile`.
 A timer takes the turnstile, then the lock exclusively, then lets the turnstile go; a reader passes through the
@@ -79,6 +82,26 @@ class DeviceLock:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
                 self._acquire(self._fd, fcntl.LOCK_SH)
             os.close(turnstile)
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Inside a `shared()` hold: give it up for a phase that mostly does not use the device (the first call,
+        which is the candidate's compile: 0.1 s to over 2 min), so a timer elsewhere need not wait for it."""
+        if self._fd is None:
+            yield
+            return
+        self._release()
+        try:
+            yield
+        finally:
+            turnstile = self._open(".turnstile")
+            try:
+                self._acquire(turnstile, fcntl.LOCK_EX)
+                self._fd = self._open()
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+                self._acquire(self._fd, fcntl.LOCK_SH)
+            finally:
+                os.close(turnstile)
 
     def _release(self) -> None:
         if self._fd is not None:

@@ -89,6 +89,9 @@ class KernelProcess:
         return self.staging / "exchange"
 
     def wait_ready(self, timeout_s: float) -> None:
+        """Wait for the process's "ready" (its imports done); a second call returns at once."""
+        if self.ready_s is not None:
+            return
         reply = self._read_reply(timeout_s, "starting")
         if reply.get("ready") is not True:
             raise Rejected("sandbox", "the kernel process did not start properly")

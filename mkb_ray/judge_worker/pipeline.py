@@ -23,7 +23,7 @@ from .device_lock import DeviceLock
 from .kernel_process import KernelProcess, Rejected
 from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
-from .session import KernelSession, bank_bytes, copy_into
+from .session import READY_TIMEOUT_S, KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
 from .timing import TIMING_RESOLUTION, RoundTripTimer, draws_per_trip, time_draws, timing_resolved
 
@@ -254,7 +254,7 @@ class Judge:
         return cached_or_measured(cache_dir, key, lambda: measure(
             Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
             self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip,
-            options.flush_l2, alone=self.lock.exclusive))
+            options.flush_l2, alone=self.lock.exclusive, idle=self.lock.released))
 
 
 class _Laps:
@@ -308,13 +308,16 @@ def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock) -> d
         violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
         log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
         judge = Judge(request, log, process, lock)
+        with lock.released():  # the kernel process's imports (a spare may still be starting): no device work
+            process.wait_ready(READY_TIMEOUT_S)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
                       shapes=judge.problem.shapes, preset=judge.problem.preset)
         inputs = judge.draw(request.seed)
         expected = judge.expected(inputs)
         judge.start(inputs, expected)
         lap.mark(judge.phases_s, "setup")
-        produced, first = judge.call(inputs)
+        with lock.released():  # mostly the candidate's compile: other judgements may time meanwhile
+            produced, first = judge.call(inputs)
         lap.mark(judge.phases_s, "first_call")
         fields["launches_per_call"] = _as_int(first.get("launches"))
         if first.get("stub_launches"):
