@@ -53,15 +53,25 @@ class WorkEvidence:
 def summarise(profile: Any) -> WorkEvidence:
     """Classify the device events of a finished `torch.profiler.profile` (CPU and CUDA activities)."""
     events = list(profile.events())
-    # The operator each device event was launched under: the profiler links a kernel to the innermost frontend
-    # event (an aten operator, when PyTorch launched it) by correlation id.
-    ops = {event.id: event.name for event in events if "CUDA" not in str(getattr(event, "device_type", ""))}
+    on_device = [event for event in events if _on_device(event)]
+    # The operator each device event was launched under. The profiler links a kernel to the innermost frontend
+    # event (an aten operator, when PyTorch launched it) by correlation id; frontend events are the host events
+    # with no link of their own, as in torch's own association (runtime calls such as cudaLaunchKernel have one;
+    # a first version keyed every host event by id and, on the H200, counted an eager cuBLAS GEMM as the DSL's).
+    # torch's association itself (each operator's `kernels`, what key_averages reports) is the second source.
+    frontend = [event for event in events
+                if not _on_device(event) and not getattr(event, "linked_correlation_id", 0)]
+    ops = {event.id: event.name for event in frontend}
+    named_under: dict[str, str] = {}
+    for event in frontend:
+        if event.name.startswith("aten::"):
+            for kernel in getattr(event, "kernels", None) or []:
+                named_under.setdefault(kernel.name, event.name)
     evidence = WorkEvidence("cupti_kernels")
-    for event in events:
-        if "CUDA" not in str(getattr(event, "device_type", "")):
-            continue
+    for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
-        kind = kernel_kind(name, ops.get(getattr(event, "linked_correlation_id", 0) or -1, ""))
+        linked = ops.get(getattr(event, "linked_correlation_id", 0) or -1, "")
+        kind = kernel_kind(name, linked if linked.startswith("aten::") else named_under.get(name, ""))
         if kind == "glue":
             evidence.torch_glue_us += duration
         elif kind == "torch":
@@ -70,6 +80,10 @@ def summarise(profile: Any) -> WorkEvidence:
         else:
             evidence.dsl_us += duration
     return evidence
+
+
+def _on_device(event: Any) -> bool:
+    return "CUDA" in str(getattr(event, "device_type", ""))
 
 
 def kernel_kind(name: str, launched_under: str = "") -> str:

@@ -1,4 +1,4 @@
-# mkb-adversarial: dsl=cutedsl device=cuda expect=correctness
+# mkb-adversarial: dsl=cutedsl device=cuda expect=output_type
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: a CuTe kernel stages x; the math runs on the host and the outputs are returned as host tensors
 # must be rejected because: outputs must be on the device the problem runs on (a host tensor is host work that
