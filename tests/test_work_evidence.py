@@ -3,8 +3,9 @@
 Names are CUPTI's and PyTorch's as they appear in torch.profiler records; the operator is the frontend event the
 profiler linked the kernel to. The end-to-end proof is on the H200: the honest solutions of kv_cache/05 (a DSL
 kernel named copy_blocks) pass there since names stopped deciding glue (2026-12-02), and
-tests/adversarial/cute_v2_decoration_cublas_gemm.py (eager cuBLAS GEMM, DSL epilogue) must be rejected: on 2026-12-02 it was not, under a first version of the
-operator map (see summarise()); the version tested here has not yet run on the H200.
+tests/adversarial/cute_v2_decoration_cublas_gemm.py (eager cuBLAS GEMM, DSL epilogue) must be rejected: on
+2026-12-02 it was not, under a first version of the operator map (see summarise()); the version tested here has
+not yet run on the H200.
 """
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -45,6 +46,11 @@ def test_host_round_trips_are_work_not_glue():
 @dataclass
 class _Span:
     us: float
+    start: float = 0.0
+
+    @property
+    def end(self) -> float:
+        return self.start + self.us
 
     def elapsed_us(self) -> float:
         return self.us
@@ -60,6 +66,7 @@ class _Event:
     linked_correlation_id: int = 0
     time_range: _Span = field(default_factory=lambda: _Span(0.0))
     kernels: list = field(default_factory=list)
+    thread: int = 1
 
 
 class _Profile:
@@ -100,3 +107,32 @@ def test_a_cast_under_aten_copy_is_glue_and_a_dsl_kernel_with_no_operator_is_the
     evidence = summarise(profile)
     assert (evidence.torch_glue_us, evidence.dsl_us, evidence.torch_compute_us) == (20.0, 80.0, 0.0)
     assert evidence.dsl_share == 1.0
+
+
+def test_with_no_link_at_all_the_launch_inside_an_aten_operators_span_decides():
+    # aten::matmul (host 0-50 µs) holds aten::mm (10-40), which holds the cudaLaunchKernel call (20-25) that
+    # CUPTI correlates with the GEMM (both id 900); the CuTe launch (60-62) lies outside every operator.
+    events = [_Event("aten::matmul", 1, time_range=_Span(50.0, 0.0)),
+              _Event("aten::mm", 2, time_range=_Span(30.0, 10.0)),
+              _Event("cudaLaunchKernel", 900, linked_correlation_id=0, time_range=_Span(5.0, 20.0)),
+              _Event("cuLaunchKernel", 901, time_range=_Span(2.0, 60.0)),
+              _Event(GEMM, 900, "DeviceType.CUDA", time_range=_Span(100.0)),
+              _Event("kernel_cutlass_epilogue_0", 901, "DeviceType.CUDA", time_range=_Span(5.0))]
+    evidence = summarise(_Profile(events))
+    assert evidence.torch_compute_us == 100.0 and evidence.dsl_us == 5.0
+    # the same launch on another thread is not inside the operator
+    events[2] = _Event("cudaLaunchKernel", 900, time_range=_Span(5.0, 20.0), thread=2)
+    assert summarise(_Profile(events)).dsl_us == 105.0
+
+
+def test_a_real_profile_has_the_fields_summarise_reads():
+    # On this machine's CPU: no device events, but the operator maps are built from real FunctionEvents.
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        torch.randn(64, 64) @ torch.randn(64, 64)
+    ops = [e for e in profile.events() if e.name == "aten::mm"]
+    assert ops and all(hasattr(e, attr) for e in ops for attr in ("thread", "kernels", "linked_correlation_id"))
+    assert ops[0].time_range.start <= ops[0].time_range.end
+    evidence = summarise(profile)
+    assert (evidence.dsl_us, evidence.torch_compute_us, evidence.torch_glue_us) == (0.0, 0.0, 0.0)

@@ -67,11 +67,20 @@ def summarise(profile: Any) -> WorkEvidence:
         if event.name.startswith("aten::"):
             for kernel in getattr(event, "kernels", None) or []:
                 named_under.setdefault(kernel.name, event.name)
+    # Third, independent of those links: the host API call that launched the kernel (CUPTI gives both the same
+    # correlation id) and the innermost aten operator whose host time span holds that call on the same thread.
+    api_calls: dict[int, list[Any]] = {}
+    for event in events:
+        if not _on_device(event) and event.name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, ...
+            api_calls.setdefault(event.id, []).append(event)
+    aten_ops = [event for event in frontend if event.name.startswith("aten::")]
     evidence = WorkEvidence("cupti_kernels")
     for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
         linked = ops.get(getattr(event, "linked_correlation_id", 0) or -1, "")
-        kind = kernel_kind(name, linked if linked.startswith("aten::") else named_under.get(name, ""))
+        if not linked.startswith("aten::"):
+            linked = named_under.get(name) or _enclosing_op(api_calls.get(event.id, []), aten_ops)
+        kind = kernel_kind(name, linked)
         if kind == "glue":
             evidence.torch_glue_us += duration
         elif kind == "torch":
@@ -80,6 +89,18 @@ def summarise(profile: Any) -> WorkEvidence:
         else:
             evidence.dsl_us += duration
     return evidence
+
+
+def _enclosing_op(calls: list[Any], ops: list[Any]) -> str:
+    """The innermost of `ops` whose host time span holds one of `calls` on its thread ('' when none does)."""
+    best = None
+    for call in calls:
+        for op in ops:
+            if (op.thread == call.thread and op.time_range.start <= call.time_range.start
+                    and call.time_range.end <= op.time_range.end
+                    and (best is None or op.time_range.start >= best.time_range.start)):
+                best = op
+    return best.name if best is not None else ""
 
 
 def _on_device(event: Any) -> bool:
