@@ -31,8 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="which solutions: the GPU ones (cutedsl, tirx), the CPU-target TIRx one (tirx_cpu)")
     check.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="validate N problems at once. On one GPU they share it for compiles and correctness but "
-                            "each times alone (a device lock), so GPU speedups stay valid; CPU-target timings share "
-                            "the cores, so record those with the default 1")
+                            "each times alone on the device (a device lock); the host is still shared, so "
+                            "launch-bound timings move, and CPU-target timings share the cores: record speedups "
+                            "you will quote with the default 1")
     check.add_argument("--report", type=Path, metavar="FILE",
                        help="also write the full JSON report (every verdict) to this file, after every row")
     check.add_argument("--resume", action="store_true",
