@@ -32,7 +32,7 @@ class Measurement:
 
     source: str  # the record's file name
     device: str  # 'cuda' or 'cpu'
-    speedup: float
+    speedup: Optional[float]  # None: it passed, but its round trip was too close to the harness's to resolve
     eager_ms: float
     problem_hash: Optional[str]  # None for text records, which do not carry it
 
@@ -44,10 +44,11 @@ def read_validation(path: Path) -> list[tuple[str, str, Measurement]]:
         data = json.loads(path.read_text())
         for row in data.get("rows", []) if isinstance(data, dict) else []:
             verdict = row.get("verdict") or {}
-            if row.get("ok") and verdict.get("speedup") and verdict.get("eager_ms"):
+            resolved = bool(verdict.get("speedup"))
+            if row.get("ok") and verdict.get("eager_ms") and (resolved or verdict.get("timing_resolved") is False):
                 rows.append((row["problem_id"], row["variant"], Measurement(
-                    path.name, verdict.get("device", "cpu"), float(verdict["speedup"]), float(verdict["eager_ms"]),
-                    verdict.get("problem_hash"))))
+                    path.name, verdict.get("device", "cpu"), float(verdict["speedup"]) if resolved else None,
+                    float(verdict["eager_ms"]), verdict.get("problem_hash"))))
         return rows
     text = path.read_text()
     device = "cuda" if "validating" in text and "on cuda" in text else "cpu"
@@ -73,6 +74,12 @@ def input_dtypes(problem: Problem) -> str:
     return ", ".join(dict.fromkeys(found)) or "float32"
 
 
+def _speedup(measurement: Optional[Measurement]) -> str:
+    if measurement is None:
+        return "-"
+    return f"{measurement.speedup:.2f}x" if measurement.speedup is not None else "unresolved"
+
+
 def _si(value: float, unit: str) -> str:
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if value >= scale:
@@ -96,8 +103,9 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
         "",
         f"{len(problems.problems)} problems: " + ", ".join(f"{f} {n}" for f, n in counts.items()) + ".",
         "Each is posed in CuTe DSL and TIRx (GPU, sm_90a) and ships a solution in both, plus a CPU-target TIRx one",
-        "(see AUTHORING.md). A GPU solution is verified where its column shows a speedup (it passed the judge on an",
-        "H200); a `-` there means it compiles to sm_90a PTX but has no current H200 record. Shapes are the",
+        "(see AUTHORING.md). A GPU solution is verified where its column shows a speedup or `unresolved` (it passed",
+        "the judge on an H200; `unresolved`: its round trip was within 10 % of the harness's own, so no speedup is",
+        "claimed); a `-` there means it compiles to sm_90a PTX but has no current H200 record. Shapes are the",
         "production preset; FLOPs and bytes come from the sidecar;",
         "*SOL* is the H200's speed-of-light time for that work (max of FLOPs over the dense tensor-core peak of",
         "the sidecar's `flops_kind` and bytes over 4.8 TB/s). *Eager* and the speedups are the latest recorded",
@@ -128,8 +136,8 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
             _si(flops, "FLOP") if flops is not None else "-", _si(moved, "B") if moved is not None else "-",
             f"{sol:.3g} µs" if sol is not None else "-",
             f"{gpu[0].eager_ms:.3g} ms" if gpu else "-",
-            *(f"{m.speedup:.2f}x" if m else "-" for m in (measured("cutedsl", "cuda"), measured("tirx", "cuda"))),
-            f"{cpu.speedup:.2f}x" if cpu else "-", current[:8],
+            *(_speedup(m) for m in (measured("cutedsl", "cuda"), measured("tirx", "cuda"))), _speedup(cpu),
+            current[:8],
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Records read (oldest first; a later one wins): " + (", ".join(used) or "none") + "."]

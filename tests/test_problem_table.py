@@ -79,3 +79,12 @@ def test_records_count_only_for_the_problem_they_judged(tmp_path):
     line = next(x for x in text.splitlines() if f"`{rms.problem_id}`" in x)
     assert "7.77x" in line and "8.88x" not in line and "1.50x" in line  # the stale tirx record is not shown
     assert "| 0.39 ms |" in line
+
+    # A pass whose speed the judge could not resolve is verified, without a speedup.
+    unresolved = row("tirx", None, current)
+    unresolved["verdict"]["timing_resolved"] = False
+    failed = {**row("cutedsl", None, current), "ok": False}
+    later = tmp_path / "2100-01-01-h200-validate.json"
+    later.write_text(json.dumps({"rows": [unresolved, failed]}))
+    line = next(x for x in render(problems, [log, record, later], "test").splitlines() if f"`{rms.problem_id}`" in x)
+    assert "| 7.77x | unresolved |" in line  # the failed row is no record: the older cutedsl pass stays
