@@ -73,7 +73,10 @@ def summarise(profile: Any) -> WorkEvidence:
     for event in events:
         if not _on_device(event) and event.name.startswith("cu"):  # cudaLaunchKernel, cuLaunchKernelEx, ...
             api_calls.setdefault(event.id, []).append(event)
-    aten_ops = [event for event in frontend if event.name.startswith("aten::")]
+    # Compute operators only: the search costs (unlinked kernels) x (operators), which an honest loop of DSL
+    # launches and glue ops must not pay; an unlinked kernel inside a glue operator (a copy) then counts as the DSL's.
+    aten_ops = [event for event in frontend
+                if event.name.startswith("aten::") and event.name.split("::", 1)[1] not in GLUE_OPS]
     evidence = WorkEvidence("cupti_kernels")
     for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
