@@ -107,9 +107,9 @@ def run_validate(args: argparse.Namespace) -> int:
     console = make_console()
     if args.resume and not args.report:
         raise UsageError("--resume needs --report FILE: the report it goes on from")
-    kept = _resumed_rows(args.report) if args.resume else []
     if args.rerun_failed and not args.resume:
         raise UsageError("--rerun-failed goes with --resume")
+    kept = _resumed_rows(args.report) if args.resume else []
     finished = finished_problems(kept, wanted_variants(args.dsl, args.target))
     if args.rerun_failed:
         finished -= {row.problem_id for row in kept if not row.ok}

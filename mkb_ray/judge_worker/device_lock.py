@@ -41,21 +41,27 @@ class DeviceLock:
         fcntl.flock(fd, mode)
         self.waited_s += time.perf_counter() - started
 
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        """Hold the device with other readers (correctness, screens, compiles)."""
-        if self.path is None:
-            yield
-            return
+    def _take_shared(self) -> None:
+        """Pass through the turnstile (behind any waiting timer), then hold the lock shared."""
         turnstile = self._open(".turnstile")
         try:
             self._acquire(turnstile, fcntl.LOCK_EX)
             self._fd = self._open()
             fcntl.flock(turnstile, fcntl.LOCK_UN)
             self._acquire(self._fd, fcntl.LOCK_SH)
-            yield
         finally:
             os.close(turnstile)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        """Hold the device with other readers (correctness, screens)."""
+        if self.path is None:
+            yield
+            return
+        try:
+            self._take_shared()
+            yield
+        finally:
             self._release()
 
     @contextlib.contextmanager
@@ -67,21 +73,19 @@ class DeviceLock:
             return
         resume = self._fd is not None
         self._release()
-        turnstile = self._open(".turnstile")
-        fd = self._open()
+        turnstile, fd = self._open(".turnstile"), self._open()
         try:
-            self._acquire(turnstile, fcntl.LOCK_EX)
-            self._acquire(fd, fcntl.LOCK_EX)
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            try:
+                self._acquire(turnstile, fcntl.LOCK_EX)
+                self._acquire(fd, fcntl.LOCK_EX)
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+            finally:
+                os.close(turnstile)
             yield
         finally:
             os.close(fd)
             if resume:
-                self._acquire(turnstile, fcntl.LOCK_EX)
-                self._fd = self._open()
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-                self._acquire(self._fd, fcntl.LOCK_SH)
-            os.close(turnstile)
+                self._take_shared()
 
     @contextlib.contextmanager
     def released(self) -> Iterator[None]:
@@ -94,14 +98,7 @@ class DeviceLock:
         try:
             yield
         finally:
-            turnstile = self._open(".turnstile")
-            try:
-                self._acquire(turnstile, fcntl.LOCK_EX)
-                self._fd = self._open()
-                fcntl.flock(turnstile, fcntl.LOCK_UN)
-                self._acquire(self._fd, fcntl.LOCK_SH)
-            finally:
-                os.close(turnstile)
+            self._take_shared()
 
     def _release(self) -> None:
         if self._fd is not None:

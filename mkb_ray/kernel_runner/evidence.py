@@ -75,8 +75,7 @@ def summarise(profile: Any) -> WorkEvidence:
             api_calls.setdefault(event.id, []).append(event)
     # Compute operators only: the search costs (unlinked kernels) x (operators), which an honest loop of DSL
     # launches and glue ops must not pay; an unlinked kernel inside a glue operator (a copy) then counts as the DSL's.
-    aten_ops = [event for event in frontend
-                if event.name.startswith("aten::") and event.name.split("::", 1)[1] not in GLUE_OPS]
+    aten_ops = [event for event in frontend if event.name.startswith("aten::") and not _glue_op(event.name)]
     evidence = WorkEvidence("cupti_kernels")
     for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
@@ -106,6 +105,11 @@ def _enclosing_op(calls: list[Any], ops: list[Any]) -> str:
     return best.name if best is not None else ""
 
 
+def _glue_op(name: str) -> bool:
+    """Whether an `aten::...` operator name is one of PyTorch's glue operators (allocation, views, copies)."""
+    return name.split("::", 1)[1] in GLUE_OPS
+
+
 def _on_device(event: Any) -> bool:
     return "CUDA" in str(getattr(event, "device_type", ""))
 
@@ -118,7 +122,7 @@ def kernel_kind(name: str, launched_under: str = "") -> str:
     if lowered.startswith(HOST_TRANSFER_WORDS):
         return "torch"
     if launched_under.startswith("aten::"):
-        return "glue" if launched_under.split("::", 1)[1] in GLUE_OPS else "torch"
+        return "glue" if _glue_op(launched_under) else "torch"
     if "at::" in name or "at_cuda" in name:
         return "glue" if any(word in lowered for word in GLUE_KERNEL_WORDS) else "torch"
     if lowered.startswith(RUNTIME_GLUE_PREFIXES):
@@ -132,8 +136,7 @@ def summarise_cpu(profile: Any, dsl_launch_us: float) -> WorkEvidence:
     for event in profile.events():
         name, self_us = event.name, float(event.self_cpu_time_total)
         if name.startswith("aten::"):
-            op = name.split("::", 1)[1]
-            if op in GLUE_OPS:
+            if _glue_op(name):
                 evidence.torch_glue_us += self_us
                 continue
         elif not ("numpy" in name and getattr(event, "is_python_function", False)):
