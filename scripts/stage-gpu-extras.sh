@@ -3,6 +3,7 @@
 # (pydantic, rich, psutil, pytest and their dependencies, for Python 3.12) and bubblewrap (the kernel sandbox) to
 # the last staging folder, where .ci/gpu-check installs them from. Run from the project root.
 set -euo pipefail
+command -v bwrap >/dev/null || { echo "stage-gpu-extras: no bwrap here to stage; run scripts/install-system.sh first" >&2; exit 1; }
 last=$(ls -d .gpu[0-9] | sort | tail -n 1)
 mkdir -p "$last/py"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

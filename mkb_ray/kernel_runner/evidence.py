@@ -59,6 +59,8 @@ def summarise(profile: Any) -> WorkEvidence:
     # with no link of their own, as in torch's own association (runtime calls such as cudaLaunchKernel have one;
     # a first version keyed every host event by id and, on the H200, counted an eager cuBLAS GEMM as the DSL's).
     # torch's association itself (each operator's `kernels`, what key_averages reports) is the second source.
+    # On torch 2.11 (H200, 2026-12-02) device events carry no link at all and operator ids overlap runtime-call
+    # ids, so there the second and third sources decide (scripts/probes/profile_events.py shows the raw record).
     frontend = [event for event in events
                 if not _on_device(event) and not getattr(event, "linked_correlation_id", 0)]
     ops = {event.id: event.name for event in frontend}
