@@ -15,6 +15,7 @@ of the named checks comes first. `skip-static: true` judges with the source rule
 by itself. `draws-per-trip: k` judges with k timed draws per round trip (the GPU default is 5, the CPU target's 1),
 for hacks aimed at the batched round trip to run where the suite runs: on the CPU. GPU hacks (device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU;
 static rejections (and the few other checks decided before any kernel executes) run everywhere.
+File names: `cute_*` and `tirx_gpu_*` are GPU hacks (`.ci/gpu-check` runs them on the H200); the rest target the CPU.
 """
 from __future__ import annotations
 
