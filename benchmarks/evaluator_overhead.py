@@ -8,11 +8,14 @@ production protocol (JudgeOptions defaults; preset `production` on cuda, `smoke`
           (and on a GPU the torch.compile) baseline measured inside every evaluation. Driven through that tree's
           own parent side (its mkb_ray/judge/process.py run_worker and request types): the old code end to end.
   new     this checkout's `judge_kernel` with one warm `CheckerPool(device, spares=--spares)` for the whole run (a
-          spare checker and its sandboxed kernel process are started ahead, so process start and imports overlap
-          the previous judgement) and one fresh temporary baseline cache. The new path goes over the list twice:
-          pass 1 measures each problem's baselines the first time it sees that problem (later pairs of the same
-          problem already hit the cache), pass 2 finds them all cached. Rows are split by what each verdict says
-          (`baseline_source`): "new (baselines measured)" and "new (baselines cached)", plus "new (pass 1)"
+          spare checker and its sandboxed kernel process are started ahead) and one fresh temporary baseline cache.
+          The new path goes over the list three times: pass 1 measures each problem's baselines the first time it
+          sees that problem (later pairs of the same problem already hit the cache), pass 2 finds them all cached;
+          both back to back, so a spare started after the judgement before it (the pool never starts one beside
+          timed draws) may still be starting when it is taken. Pass 3 (cached) waits before each submission, off
+          the clock, until the pool's spare says it is warm: the latency an agent sees when its turn between two
+          submissions outlasts a checker's start. Rows are split by what each verdict says (`baseline_source`):
+          "new (baselines measured)", "new (baselines cached)", "new (cached, warm spare)", plus "new (pass 1)"
           = what a fresh run directory sees.
 
 Per evaluation:
@@ -177,42 +180,11 @@ class OldJudge:
 
 # --- the new judge -----------------------------------------------------------------------------------------------
 
-def wait_for_warm_pool(pool: Any, timeout_s: float = 90.0) -> float:
-    """Wait until the pool's spare checker (and its kernel process) has finished starting: its process tree
-    uses no CPU for a while. An evaluator's pool is warm before work arrives; this run should start that way too.
-    Returns the seconds waited."""
-    import psutil
-
+def wait_for_spare(pool: Any, timeout_s: float = 120.0) -> float:
+    """Wait until the pool's next spare checker says it is warm (its imports and its kernel process's done: the
+    checker's own signal, CheckerPool.wait_warm). Returns the seconds waited."""
     started = time.perf_counter()
-    spares = getattr(pool, "_ready", [])
-    if not spares:
-        return 0.0
-    try:
-        root = psutil.Process(spares[0].process.pid)
-    except psutil.Error:
-        return 0.0
-
-    def cpu_seconds() -> float:
-        total = 0.0
-        try:
-            for process in [root, *root.children(recursive=True)]:
-                try:
-                    times = process.cpu_times()
-                    total += times.user + times.system
-                except psutil.Error:
-                    continue
-        except psutil.Error:
-            pass
-        return total
-
-    previous, quiet = cpu_seconds(), 0
-    while time.perf_counter() - started < timeout_s:
-        time.sleep(0.5)
-        now = cpu_seconds()
-        quiet = quiet + 1 if now - previous < 0.02 else 0
-        previous = now
-        if quiet >= 3:  # 1.5 s without CPU: imports done, waiting on stdin
-            break
+    pool.wait_warm(timeout_s)
     return time.perf_counter() - started
 
 
@@ -240,9 +212,12 @@ def record(path: str, pass_no: int, pair: Pair, verdict: dict[str, Any], wall_s:
 
 
 def run_pass(say: Report, label: str, path: str, pass_no: int, pairs: list[Pair],
-             judge: Callable[[Pair], dict[str, Any]]) -> list[Evaluation]:
+             judge: Callable[[Pair], dict[str, Any]], between: Optional[Callable[[], float]] = None) -> list[Evaluation]:
+    """Judge `pairs` in order. `between`, when given, runs before each judgement, off the clock (the agent's turn
+    between two submissions); what it returns (seconds) is printed as `think`."""
     evaluations = []
     for index, pair in enumerate(pairs, 1):
+        think = f"  think {between():5.2f}" if between is not None else ""
         started = time.perf_counter()
         verdict = judge(pair)
         wall_s = time.perf_counter() - started
@@ -250,7 +225,7 @@ def run_pass(say: Report, label: str, path: str, pass_no: int, pairs: list[Pair]
         evaluations.append(evaluation)
         base = f" baselines {evaluation.baseline_source}" if evaluation.baseline_source else ""
         say(f"  {label:6} {index:>3}/{len(pairs)} {pair.problem_id:38} {pair.dsl:8} {evaluation.tier:12} "
-            f"wall {wall_s:6.2f}  useful {evaluation.useful_s:6.2f}  overhead {evaluation.overhead_s:6.2f}{base}")
+            f"wall {wall_s:6.2f}  useful {evaluation.useful_s:6.2f}  overhead {evaluation.overhead_s:6.2f}{base}{think}")
         if evaluation.tier not in PASSING and evaluation.tier != "compile_only":
             say(f"         {evaluation.reason[:200]}")
     return evaluations
@@ -305,6 +280,8 @@ def main() -> int:
                              "when missing and git history is here)")
     parser.add_argument("--evaluations", type=int, default=None, metavar="N",
                         help="judge the first N pairs of the list per pass (default: every shipped solution once)")
+    parser.add_argument("--problem", action="append", default=None, metavar="ID",
+                        help="judge only this problem's shipped solutions (repeatable; default: every problem)")
     parser.add_argument("--spares", type=int, default=None, metavar="N",
                         help="checkers the new judge keeps started ahead (default: 6 on cuda, where starting one "
                              "takes longer than judging; 1 on cpu)")
@@ -321,6 +298,11 @@ def main() -> int:
     spares = args.spares if args.spares is not None else (GPU_SPARES if device == "cuda" else 1)
     old = OldJudge(ensure_old_tree(args.old_tree))
     listed = shipped_pairs(device)
+    if args.problem:
+        unknown = set(args.problem) - {p.problem_id for p, *_ in listed}
+        if unknown:
+            raise SystemExit(f"--problem: no shipped {device} solutions for {', '.join(sorted(unknown))}")
+        listed = [entry for entry in listed if entry[0].problem_id in args.problem]
     count = len(listed) if args.evaluations is None else args.evaluations
     if count < 1:
         raise SystemExit("--evaluations must be >= 1")
@@ -337,7 +319,8 @@ def main() -> int:
     if device == "cuda" and not has_gpu:
         say("warning: --device cuda without a GPU here: verdicts will be compile_only, useful = compile only")
     say("order: old pass, then new pass 1 (baselines measured at a problem's first sight), then new pass 2 "
-        "(cached), back to back; each pair has one seed, shared by all passes")
+        "(cached), back to back, then new pass 3 (cached, each submission after the spare is warm); each pair has "
+        "one seed, shared by all passes")
 
     started = time.perf_counter()
     say("\nold judge:")
@@ -345,7 +328,7 @@ def main() -> int:
                                                                              device, preset))
     with (tempfile.TemporaryDirectory(prefix="mkb-baselines-") as cache_dir,
           CheckerPool(device, spares=spares) as pool):
-        waited = wait_for_warm_pool(pool)
+        waited = wait_for_spare(pool)
         say(f"\nnew judge (pool warm after {waited:.1f} s, baseline cache {cache_dir}):")
 
         def new_judge(pair: Pair) -> dict[str, Any]:
@@ -355,6 +338,8 @@ def main() -> int:
 
         new_evals = run_pass(say, "new/1", "new", 1, pairs, new_judge)
         new_evals += run_pass(say, "new/2", "new", 2, pairs, new_judge)
+        say("\nnew judge, pass 3 (cached; each submission waits, off the clock, until the pool's spare is warm):")
+        warm_evals = run_pass(say, "new/3", "new", 3, pairs, new_judge, between=lambda: wait_for_spare(pool))
     total_s = time.perf_counter() - started
 
     def new_where(source: str) -> list[Evaluation]:
@@ -362,7 +347,7 @@ def main() -> int:
         return [e for e in new_evals if (e.baseline_source or ("measured" if e.pass_no == 1 else "cached")) == source]
 
     groups = [("old (fresh process each)", old_evals), ("new (baselines measured)", new_where("measured")),
-              ("new (baselines cached)", new_where("cached"))]
+              ("new (baselines cached)", new_where("cached")), ("new (cached, warm spare)", warm_evals)]
     first_pass = [e for e in new_evals if e.pass_no == 1]
     if first_pass != groups[1][1]:  # some pass-1 pairs met a problem already measured (two DSLs per problem)
         groups.append(("new (pass 1)", first_pass))
@@ -377,13 +362,17 @@ def main() -> int:
     say(f"\ntargets (issue 9): median wall <= useful + 1.5 s (GPU) / + 1 s (CPU); >= {TARGET_PER_MINUTE:g} "
         f"evaluations per minute on one H200" + (" (the throughput target is for a GPU; on cpu it is shown only)"
                                                  if device == "cpu" else ""))
+    say("back to back (passes 1-2) a spare starts only after the judgement before it (never beside timed draws), "
+        "so its start is on the clock; pass 3 is the latency an agent sees when its turn outlasts a spare's start")
     for row in rows:
         if device == "cuda" and row["per_minute"] is not None:
             row["throughput_target_met"] = row["per_minute"] >= TARGET_PER_MINUTE
-    cached = next((r for r in rows if r["row"] == "new (baselines cached)"), None)
-    if cached is not None:
+    for row_name in ("new (baselines cached)", "new (cached, warm spare)"):
+        cached = next((r for r in rows if r["row"] == row_name), None)
+        if cached is None:
+            continue
         verdict_wall = "met" if cached["wall_target_met"] else "missed"
-        line = (f"steady state (new, baselines cached): median wall {cached['median_wall_s']:.2f} s vs useful "
+        line = (f"{row_name}: median wall {cached['median_wall_s']:.2f} s vs useful "
                 f"{cached['median_useful_s']:.2f} s + {TARGET_EXTRA_S[device]:g} s: {verdict_wall}")
         if device == "cuda":
             line += (f"; {cached['per_minute']:.1f} evaluations/min vs {TARGET_PER_MINUTE:g}: "
@@ -400,7 +389,7 @@ def main() -> int:
             "evaluations_per_pass": count, "total_s": total_s, "rows": rows,
             "targets": {"median_wall_extra_s": TARGET_EXTRA_S[device], "per_minute_h200": TARGET_PER_MINUTE},
             "evaluations": [{**asdict(e), "useful_s": e.useful_s, "overhead_s": e.overhead_s}
-                            for e in old_evals + new_evals],
+                            for e in old_evals + new_evals + warm_evals],
         }
         json_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
         print(f"wrote {args.out} and {json_path}")

@@ -316,7 +316,7 @@ def main() -> int:
           f"host {platform.node()}, {os.cpu_count()} CPUs", flush=True)
 
     # The warm-up wait lives in the overhead benchmark beside this file (run as a script, this folder is on sys.path).
-    from evaluator_overhead import wait_for_warm_pool
+    from evaluator_overhead import wait_for_spare
 
     runs: dict[int, list[RunResult]] = {k: [] for k in args.draws_per_trip}
     # A shared cache lives only for this script: a user's ~/.cache entry would make even run 1 'cached'. The
@@ -325,7 +325,7 @@ def main() -> int:
           CheckerPool(args.device, spares=spares) as pool):
         baseline_cache_dir = Path(cache_dir) if args.baselines == "shared" else None
         # A cold spare finishes its imports while run 1 already times (unlike any later run): start warm.
-        print(f"pool warm after {wait_for_warm_pool(pool):.1f} s", flush=True)
+        print(f"pool warm after {wait_for_spare(pool):.1f} s", flush=True)
         for index in range(1, args.runs + 1):
             for k in args.draws_per_trip:  # interleaved, so both settings see the same drift of the machine
                 result = judge_once(index, problem, kernel, args.dsl, args.device, options[k], pool,

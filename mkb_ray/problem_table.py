@@ -61,7 +61,8 @@ def read_validation(path: Path) -> list[tuple[str, str, Measurement]]:
 
 
 def default_records(repo: Path) -> list[Path]:
-    """The recorded validations shipped in benchmarks/results/, oldest first (a later record wins)."""
+    """The recorded validations shipped in benchmarks/results/, oldest first (a later record of the same problem
+    hash wins)."""
     results = repo / "benchmarks" / "results"
     return sorted(p for p in results.glob("*validate*") if p.suffix in (".json", ".txt"))
 
@@ -89,11 +90,13 @@ def _si(value: float, unit: str) -> str:
 
 def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str:
     """The README's markdown."""
-    latest: dict[tuple[str, str, str], Measurement] = {}
+    # Keyed by problem hash too: a later record of a stale file (a resumed report that kept old rows) must not hide
+    # an earlier record of the current one. Text records carry no hash (None) and stand for any.
+    latest: dict[tuple[str, str, str, Optional[str]], Measurement] = {}
     used: list[str] = []
     for path in records:
         for pid, variant, m in read_validation(path):
-            latest[(pid, variant, m.device)] = m
+            latest[(pid, variant, m.device, m.problem_hash)] = m
         used.append(path.name)
     counts = {f: sum(1 for p in problems.problems if p.family == f) for f in FAMILIES}
     lines = [
@@ -121,8 +124,8 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
         current = problem_hash(p.path)
 
         def measured(variant: str, device: str) -> Optional[Measurement]:
-            m = latest.get((p.problem_id, variant, device))
-            return m if m is not None and m.problem_hash in (None, current) else None
+            return latest.get((p.problem_id, variant, device, current)) or latest.get((p.problem_id, variant, device,
+                                                                                       None))
 
         gpu = [m for m in (measured("cutedsl", "cuda"), measured("tirx", "cuda")) if m]
         cpu = measured("tirx_cpu", "cpu") or measured("tirx_cpu", "cuda")
@@ -140,5 +143,5 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
             current[:8],
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Records read (oldest first; a later one wins): " + (", ".join(used) or "none") + "."]
+    lines += ["", "Records read (oldest first; a later one of the same problem hash wins): " + (", ".join(used) or "none") + "."]
     return "\n".join(lines) + "\n"

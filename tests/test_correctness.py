@@ -96,3 +96,25 @@ def test_whole_tensor_metrics_catch_a_bf16_mantissa_cut_the_max_rule_allows():
     assert "bound=" in check.detail and float(check.max_err) <= float(check.bound)  # the max rule alone passes it
     honest = exact.to(torch.bfloat16)  # computed exactly, rounded once
     assert compare([honest], expected, TOL).passed
+
+
+def test_elementwise_bound_allows_one_code_at_a_rounding_midpoint_near_zero():
+    """Two honest fp32 computations of the same value may differ in the last bit; at a midpoint between two fp8
+    codes near zero that flips the rounding by one code, where eps * |anchor| is below a code (or zero)."""
+    def cast(x: torch.Tensor):
+        return (x.float() * 1.0).to(torch.float8_e4m3fn)
+
+    step = 2.0 ** -9  # e4m3's smallest subnormal
+    # Just below half a code: the reference (and its fp64 anchor) round to 0; a kernel whose arithmetic is a bit
+    # larger rounds up to one code. Also a value a hair below 1.5 codes (anchor 1 code) rounding up to 2 codes.
+    x = torch.tensor([[step / 2 * (1 - 2 ** -20), 1.5 * step * (1 - 2 ** -20), 1.0, -3.0]])
+    expected = expected_outputs(cast, [x], mutates=[])
+    assert float(expected.anchor[0][0, 0]) == 0.0 and float(expected.anchor[0][0, 1]) == step
+    flipped = cast(x * (1 + 2 ** -18))
+    assert float(flipped[0, 0].float()) == step and float(flipped[0, 1].float()) == 2 * step  # one code each
+    strict = Tolerance(elementwise_outputs=(0,), precision_metrics=False)
+    assert compare([flipped], expected, strict).passed
+    two_codes = flipped.float().clone()
+    two_codes[0, 0] = 2 * step
+    check = compare([two_codes.to(torch.float8_e4m3fn)], expected, strict)
+    assert not check.passed and "element-wise" in check.detail

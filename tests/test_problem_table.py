@@ -88,3 +88,22 @@ def test_records_count_only_for_the_problem_they_judged(tmp_path):
     later.write_text(json.dumps({"rows": [unresolved, failed]}))
     line = next(x for x in render(problems, [log, record, later], "test").splitlines() if f"`{rms.problem_id}`" in x)
     assert "| 7.77x | unresolved |" in line  # the failed row is no record: the older cutedsl pass stays
+
+
+def test_a_later_record_of_a_stale_file_does_not_hide_a_current_one(tmp_path):
+    """A resumed report keeps rows judged before the problem file changed; it sorts later than a record of the
+    current file and must not blank that record's cell."""
+    problems = load_problems()
+    rms = problems.get("mlp_norm/01_fused_add_rmsnorm")
+
+    def report(name, speedup, phash):
+        path = tmp_path / name
+        path.write_text(json.dumps({"rows": [{"problem_id": rms.problem_id, "variant": "tirx", "ok": True,
+                                              "summary": "", "verdict": {"device": "cuda", "speedup": speedup,
+                                                                         "eager_ms": 0.39, "problem_hash": phash}}]}))
+        return path
+
+    current = report("2099-01-01-h200-validate-one.json", 4.44, problem_hash(rms.path))
+    stale = report("2099-01-01-h200-validate.json", 9.99, "0" * 64)
+    line = next(x for x in render(problems, [current, stale], "test").splitlines() if f"`{rms.problem_id}`" in x)
+    assert "4.44x" in line and "9.99x" not in line

@@ -6,8 +6,9 @@ a resident-memory limit over its whole process tree. Its answer comes back on a 
 nonce; stdout/stderr are kept only as a log.
 
 `CheckerPool` keeps spares started ahead: a checker imports torch and starts its kernel process (torch and both
-DSLs imported) before it is handed work, so the 5-10 s of process start and imports overlap the previous judgement
-instead of adding to this one.
+DSLs imported) before it is handed work, so the 5-10 s of process start and imports overlap the time between
+submissions (an agent's turn) instead of adding to the judgement. A checker says when it is warm by writing one
+byte on a second pipe once its own imports and its kernel process's are done (`warm`, `CheckerPool.wait_warm`).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import ctypes
 import json
 import os
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -87,18 +89,33 @@ class CheckerProcess:
     def __init__(self, device: str, kernel_process: bool = True) -> None:
         self.device = device
         self.read_fd, self.write_fd = os.pipe()
+        self.warm_fd, warm_write_fd = os.pipe()
+        self._warm = False
         self.log: IO[bytes] = tempfile.TemporaryFile()
         self.scratch = tempfile.TemporaryDirectory(prefix="mkb-judge-")
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "mkb_ray.judge_worker", "--device", device,
-             *([] if kernel_process else ["--no-kernel-process"])], stdin=subprocess.PIPE,
-            stdout=self.log, stderr=subprocess.STDOUT, pass_fds=(self.write_fd,), env=worker_env(),
-            start_new_session=True, cwd=self.scratch.name, preexec_fn=_die_with_parent)
+             "--warm-fd", str(warm_write_fd), *([] if kernel_process else ["--no-kernel-process"])],
+            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+            pass_fds=(self.write_fd, warm_write_fd), env=worker_env(), start_new_session=True,
+            cwd=self.scratch.name, preexec_fn=_die_with_parent)
         os.close(self.write_fd)
+        os.close(warm_write_fd)
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def warm(self, wait_s: float = 0.0) -> bool:
+        """Has this checker finished starting (its imports and its kernel process's)? Waits up to `wait_s`.
+        A checker that died while starting never becomes warm."""
+        if not self._warm and self.warm_fd >= 0:
+            readable, _, _ = select.select([self.warm_fd], [], [], max(wait_s, 0.0))
+            if readable:
+                self._warm = os.read(self.warm_fd, 1) == b"w"
+                os.close(self.warm_fd)
+                self.warm_fd = -1
+        return self._warm
 
     def run(self, message: dict[str, Any], limits: JudgeLimits) -> WorkerOutcome:
         started = time.perf_counter()
@@ -123,6 +140,9 @@ class CheckerProcess:
     def close(self) -> None:
         if self.process.poll() is None:
             _kill_group(self.process)
+        if self.warm_fd >= 0:
+            os.close(self.warm_fd)
+            self.warm_fd = -1
         self.log.close()
         self.scratch.cleanup()
 
@@ -159,6 +179,14 @@ class CheckerPool:
         with self._lock:
             self._ready = [c for c in self._ready if c.alive()]
             return self._ready.pop(0) if self._ready else CheckerProcess(device)
+
+    def wait_warm(self, timeout_s: float = 120.0) -> bool:
+        """Wait until the next spare `take` would hand out has finished starting; False when there is none or it
+        did not warm up within `timeout_s` (an evaluator can wait here between an agent's submissions)."""
+        with self._lock:
+            self._ready = [c for c in self._ready if c.alive()]
+            spare = self._ready[0] if self._ready else None
+        return spare is not None and spare.warm(timeout_s)
 
     def replenish(self) -> None:
         """Start spares up to `spares` again (after a judgement, see `take`)."""

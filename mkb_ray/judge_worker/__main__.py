@@ -2,6 +2,8 @@
 
 Warm start: the checker imports torch and the pipeline and starts its sandboxed kernel process (which imports
 torch and the DSLs) *before* it is given work, so a pool of spares (`mkb_ray.judge.pool`) hides both starts.
+When both are done it writes one byte, b"w", on the inherited pipe `--warm-fd` and closes it (the pool's sign
+that this spare is warm; b"x" if the kernel process failed to start, which the judgement will then report).
 Then the parent writes one JSON object to stdin — {"request": {...}, "nonce": str, "result_fd": int,
 "mode": "judge" | "screen"} — and closes it. The verdict goes back as {"nonce": ..., "verdict": {...}} on the
 inherited pipe `result_fd`, never on stdout. No candidate code ever runs in this process.
@@ -24,8 +26,20 @@ def main() -> int:
 
         from .kernel_process import KernelProcess
 
+        from .kernel_process import Rejected
+        from .pipeline import run  # noqa: F401  (imported now, while warming, not on the judgement's clock)
+        from .session import READY_TIMEOUT_S
+
         on_gpu = device == "cuda" and torch.cuda.is_available()
         process = KernelProcess(on_gpu, writable=_writable_caches())
+        try:
+            process.wait_ready(READY_TIMEOUT_S)
+            started = True
+        except Rejected:  # remembered by the process: the judgement reports it
+            started = False
+        _say_warm(b"w" if started else b"x")
+    else:
+        _say_warm(b"w")
     message = json.loads(sys.stdin.read())
     sys.stdin.close()
     result = os.fdopen(int(message.pop("result_fd")), "w")
@@ -61,6 +75,16 @@ def main() -> int:
     sys.stdout.flush()
     # Skip interpreter teardown: DSL runtimes can hang or crash in their atexit hooks, after the verdict is out.
     os._exit(0)
+
+
+def _say_warm(byte: bytes) -> None:
+    if "--warm-fd" in sys.argv:
+        fd = int(sys.argv[sys.argv.index("--warm-fd") + 1])
+        try:
+            os.write(fd, byte)
+            os.close(fd)
+        except OSError:  # the parent stopped listening: nothing to tell
+            pass
 
 
 def _writable_caches() -> tuple[str, ...]:

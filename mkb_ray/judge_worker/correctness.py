@@ -6,7 +6,10 @@ in the inputs' own dtypes. Integer and boolean outputs must equal the reference 
 sit exactly where the anchor has them.
 
 Outputs a problem lists in `elementwise_outputs` get the same rule per element instead:
-|out_i - anchor_i| <= factor * max(|ref_i - anchor_i|, eps(dtype) * |anchor_i|) + min_abs. For 8-bit floats the
+|out_i - anchor_i| <= max(factor * max(|ref_i - anchor_i|, eps(dtype) * |anchor_i|), step(dtype)) + min_abs, where
+step is the dtype's smallest subnormal (one code at zero: 2^-9 for e4m3): a pre-cast value at a rounding midpoint
+near zero lands one code either side of the anchor's for an honest kernel whose fp32 arithmetic differs in the
+last bit, and there eps * |anchor_i| is smaller than a code (zero where the anchor is zero). For 8-bit floats the
 global rule allows ±3·0.125·max|anchor| (±168 for a full-range fp8 cache), which a wrong quantisation passes.
 
 Low-precision float outputs (2 bytes or fewer: bf16, fp16, fp8) must also pass three whole-tensor metrics
@@ -124,7 +127,8 @@ def _compare_one(out: Any, native: Any, anchor: Any, factor: float, min_abs: flo
     ref_errors = (native.detach().to(torch.float64) - want)[finite].abs()
     errors = (got - want)[finite].abs()
     if elementwise:
-        bounds = factor * torch.maximum(ref_errors, eps * want[finite].abs()) + min_abs
+        step = torch.finfo(native.dtype).smallest_normal * eps  # the smallest subnormal: one code at zero
+        bounds = (factor * torch.maximum(ref_errors, eps * want[finite].abs())).clamp(min=step) + min_abs
         over = errors > bounds
         worst = int(torch.argmax(errors - bounds))
         max_err, bound = float(errors[worst]), float(bounds[worst])

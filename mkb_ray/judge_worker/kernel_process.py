@@ -79,6 +79,7 @@ class KernelProcess:
         self._replies = self.process.stdout.fileno()
         self._pending = b""
         self.ready_s: Optional[float] = None
+        self._start_failure: Optional[Rejected] = None
 
     @property
     def input_dir(self) -> Path:
@@ -89,12 +90,19 @@ class KernelProcess:
         return self.staging / "exchange"
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Wait for the process's "ready" (its imports done); a second call returns at once."""
+        """Wait for the process's "ready" (its imports done); a second call returns at once, or raises the first
+        call's failure again (a warming checker waits first, the judgement after it)."""
         if self.ready_s is not None:
             return
-        reply = self._read_reply(timeout_s, "starting")
-        if reply.get("ready") is not True:
-            raise Rejected("sandbox", "the kernel process did not start properly")
+        if self._start_failure is not None:
+            raise self._start_failure
+        try:
+            reply = self._read_reply(timeout_s, "starting")
+            if reply.get("ready") is not True:
+                raise Rejected("sandbox", "the kernel process did not start properly")
+        except Rejected as failure:
+            self._start_failure = failure
+            raise
         self.ready_s = time.perf_counter() - self.started
 
     def send(self, message: dict[str, Any]) -> None:
