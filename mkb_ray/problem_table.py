@@ -124,8 +124,8 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
         current = problem_hash(p.path)
 
         def measured(variant: str, device: str) -> Optional[Measurement]:
-            return latest.get((p.problem_id, variant, device, current)) or latest.get((p.problem_id, variant, device,
-                                                                                       None))
+            key = (p.problem_id, variant, device)
+            return latest.get((*key, current)) or latest.get((*key, None))
 
         gpu = [m for m in (measured("cutedsl", "cuda"), measured("tirx", "cuda")) if m]
         cpu = measured("tirx_cpu", "cpu") or measured("tirx_cpu", "cuda")
@@ -143,5 +143,6 @@ def render(problems: ProblemSet, records: Iterable[Path], generator: str) -> str
             current[:8],
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Records read (oldest first; a later one of the same problem hash wins): " + (", ".join(used) or "none") + "."]
+    lines += ["", "Records read (oldest first; a later one of the same problem hash wins): "
+              + (", ".join(used) or "none") + "."]
     return "\n".join(lines) + "\n"

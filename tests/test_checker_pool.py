@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 import signal
 
+import psutil
+
 from mkb_ray.judge import CheckerPool
 from mkb_ray.judge.process import CheckerProcess
 
@@ -14,8 +16,6 @@ def test_spare_says_warm_once_its_kernel_process_is_up():
         spare = pool._ready[0]
         assert spare.alive() and spare.warm(), "warm is not sticky"
         # The kernel process (bubblewrap and the runner under it) runs beside the waiting checker.
-        import psutil
-
         children = psutil.Process(spare.process.pid).children(recursive=True)
         assert any("kernel_runner" in " ".join(c.cmdline()) for c in children), [c.cmdline() for c in children]
 

@@ -165,8 +165,12 @@ class CheckerPool:
         with self._lock:
             self._fill()
 
-    def _fill(self) -> None:
+    def _drop_dead(self) -> None:
+        """Forget spares that died (the caller holds the lock)."""
         self._ready = [c for c in self._ready if c.alive()]
+
+    def _fill(self) -> None:
+        self._drop_dead()
         while len(self._ready) < self.spares:
             self._ready.append(CheckerProcess(self.device))
 
@@ -177,14 +181,14 @@ class CheckerPool:
         if device != self.device:
             return CheckerProcess(device)
         with self._lock:
-            self._ready = [c for c in self._ready if c.alive()]
+            self._drop_dead()
             return self._ready.pop(0) if self._ready else CheckerProcess(device)
 
     def wait_warm(self, timeout_s: float = 120.0) -> bool:
         """Wait until the next spare `take` would hand out has finished starting; False when there is none or it
         did not warm up within `timeout_s` (an evaluator can wait here between an agent's submissions)."""
         with self._lock:
-            self._ready = [c for c in self._ready if c.alive()]
+            self._drop_dead()
             spare = self._ready[0] if self._ready else None
         return spare is not None and spare.warm(timeout_s)
 

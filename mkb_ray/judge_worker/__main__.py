@@ -20,13 +20,12 @@ def main() -> int:
     # here, where the judging processes start (the kernel process inherits it through the sandbox's env).
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
+    warm_fd = int(sys.argv[sys.argv.index("--warm-fd") + 1]) if "--warm-fd" in sys.argv else None
     process = None
     if "--no-kernel-process" not in sys.argv:
         import torch
 
-        from .kernel_process import KernelProcess
-
-        from .kernel_process import Rejected
+        from .kernel_process import KernelProcess, Rejected
         from .pipeline import run  # noqa: F401  (imported now, while warming, not on the judgement's clock)
         from .session import READY_TIMEOUT_S
 
@@ -37,9 +36,9 @@ def main() -> int:
             started = True
         except Rejected:  # remembered by the process: the judgement reports it
             started = False
-        _say_warm(b"w" if started else b"x")
+        _say_warm(warm_fd, b"w" if started else b"x")
     else:
-        _say_warm(b"w")
+        _say_warm(warm_fd, b"w")
     message = json.loads(sys.stdin.read())
     sys.stdin.close()
     result = os.fdopen(int(message.pop("result_fd")), "w")
@@ -77,14 +76,14 @@ def main() -> int:
     os._exit(0)
 
 
-def _say_warm(byte: bytes) -> None:
-    if "--warm-fd" in sys.argv:
-        fd = int(sys.argv[sys.argv.index("--warm-fd") + 1])
-        try:
-            os.write(fd, byte)
-            os.close(fd)
-        except OSError:  # the parent stopped listening: nothing to tell
-            pass
+def _say_warm(fd: "int | None", byte: bytes) -> None:
+    if fd is None:
+        return
+    try:
+        os.write(fd, byte)
+        os.close(fd)
+    except OSError:  # the parent stopped listening: nothing to tell
+        pass
 
 
 def _writable_caches() -> tuple[str, ...]:
