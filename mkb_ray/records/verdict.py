@@ -93,9 +93,10 @@ class Verdict(BaseModel):
     baseline_drift: Optional[float] = Field(None, description="re-measured / cached eager time, when re-measured")
     roofline: Optional[Roofline] = Field(None, description="GPU verdicts with a time: fraction of speed-of-light")
     dsl_share: Optional[float] = Field(
-        None, description="DSL time / (DSL + PyTorch compute time) in the lowest profiled call (device record on "
-                          "GPU, aten ops on CPU)")
-    work_evidence: dict[str, Any] = Field(default_factory=dict, description="that call's profile summary")
+        None, description="DSL time / (DSL + PyTorch compute time) in the median profiled call of the "
+                          "judgement (device record on GPU, aten ops on CPU)")
+    work_evidence: dict[str, Any] = Field(
+        default_factory=dict, description="those calls' profile, times summed; profiled_calls, lowest_call_share")
     checks: list[CheckResult] = Field(default_factory=list)
     phases_s: dict[str, float] = Field(default_factory=dict, description="worker seconds per judging phase")
     worker_s: float = 0.0

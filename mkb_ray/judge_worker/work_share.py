@@ -1,0 +1,94 @@
+"""Did the DSL do the work? The profiled calls of one judgement, and the rule that decides on them.
+
+A profiled call reports how long the DSL's launches ran and how long PyTorch (or numpy, or host code) computed
+besides glue (`kernel_runner/evidence.py`). One call's split is a time measurement, and on a shared CPU one eager
+operator can stall many times its usual length: in CI (2 cores, other processes starting) an honest TIRx RMSNorm
+whose eager `x + residual` is about 7 % of the call (`aten::add` 12 µs here) read `aten::add` 441 µs against the
+DSL's 256 µs in one audit, and was rejected. Summing the calls' times would not be enough (that one stall still
+weighs 441 µs against three calls' DSL time), so the rule takes the median of the calls' own shares: a kernel that
+leaves the work to PyTorch does so in every profiled call and fails, while one stalled operator no longer decides
+alone. The profiled calls' positions among the draws are secret, so a kernel cannot put its DSL work only where the
+profiler looks; the summed times stay in the verdict's evidence.
+
+The records come from the kernel process (untrusted): each field is read as a finite, non-negative number, and
+each share is computed here, never taken from the record (a negative PyTorch time would otherwise raise it).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute: the median over the judgement's profiled calls
+PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third only while below the bar
+TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us")
+
+
+def microseconds(value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
+
+
+@dataclass
+class PooledWork:
+    """Every profiled call of one judgement so far: each call's share, and their summed times."""
+
+    source: str = ""
+    totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIME_FIELDS, 0.0))
+    compute_ops: dict[str, int] = field(default_factory=dict)
+    call_shares: list[float] = field(default_factory=list)
+
+    def add(self, record: dict[str, Any]) -> float:
+        """Add one call's record; returns that call's own DSL share."""
+        times = {key: microseconds(record.get(key)) for key in TIME_FIELDS}
+        for key, value in times.items():
+            self.totals[key] += value
+        self.source = self.source or str(record.get("source", ""))[:40]
+        ops = record.get("compute_ops")
+        for name, count in (ops.items() if isinstance(ops, dict) else ()):
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                key = str(name)[:60]
+                self.compute_ops[key] = self.compute_ops.get(key, 0) + count
+        share = _share(times["dsl_us"], times["torch_compute_us"])
+        self.call_shares.append(share)
+        return share
+
+    @property
+    def calls(self) -> int:
+        return len(self.call_shares)
+
+    @property
+    def share(self) -> float:
+        """The median call's share (0 with no call): what the rule decides on."""
+        return statistics.median(self.call_shares) if self.call_shares else 0.0
+
+    @property
+    def summed_share(self) -> float:
+        return _share(self.totals["dsl_us"], self.totals["torch_compute_us"])
+
+    @property
+    def passes(self) -> bool:
+        return self.share >= MIN_DSL_SHARE
+
+    def describe(self, on_gpu: bool) -> str:
+        top = ", ".join(f"{name}×{count}" for name, count in
+                        sorted(self.compute_ops.items(), key=lambda kv: -kv[1])[:6])
+        other = "PyTorch compute" if on_gpu else "PyTorch/numpy compute"
+        calls = ", ".join(f"{share:.0%}" for share in self.call_shares)
+        return (f"DSL share {self.share:.0%}, the median of {self.calls} profiled call(s) [{calls}] ({self.source}, "
+                f"summed: DSL {self.totals['dsl_us']:.0f} µs, {other} {self.totals['torch_compute_us']:.0f} µs"
+                f"{': ' + top if top else ''})")
+
+    def as_evidence(self) -> dict[str, Any]:
+        return {"source": self.source, **self.totals, "compute_ops": dict(self.compute_ops),
+                "dsl_share": self.share, "summed_share": self.summed_share, "profiled_calls": self.calls,
+                "lowest_call_share": min(self.call_shares, default=0.0)}
+
+
+def _share(dsl_us: float, compute_us: float) -> float:
+    total = dsl_us + compute_us
+    return dsl_us / total if total > 0 else 0.0

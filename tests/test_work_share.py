@@ -1,0 +1,61 @@
+"""The decoration rule (judge_worker/work_share.py): the median of a judgement's profiled calls' shares decides,
+and the kernel process's records are read as numbers, never trusted for their own share."""
+from mkb_ray.judge_worker.work_share import MIN_DSL_SHARE, PooledWork
+
+
+def _record(dsl_us, torch_us, **extra):
+    return {"source": "aten_ops", "dsl_us": dsl_us, "torch_compute_us": torch_us, "torch_glue_us": 5.0, **extra}
+
+
+def test_one_slow_eager_operator_does_not_decide_alone():
+    # The CI case: an honest call is DSL 160 µs, aten::add 12 µs; in one audit aten::add stalled at 441 µs.
+    work = PooledWork()
+    assert work.add(_record(256.0, 441.0, compute_ops={"aten::add": 1})) < MIN_DSL_SHARE
+    assert not work.passes
+    work.add(_record(160.0, 12.0, compute_ops={"aten::add": 1}))
+    work.add(_record(150.0, 12.0, compute_ops={"aten::add": 1}))
+    assert work.passes and work.calls == 3
+    evidence = work.as_evidence()
+    assert evidence["profiled_calls"] == 3 and evidence["compute_ops"] == {"aten::add": 3}
+    assert abs(evidence["dsl_share"] - 150.0 / 162.0) < 1e-12  # the median call
+    assert abs(evidence["summed_share"] - 566.0 / (566.0 + 465.0)) < 1e-12  # the stall still weighs here
+    assert abs(evidence["lowest_call_share"] - 256.0 / 697.0) < 1e-12
+    assert "the median of 3 profiled call(s) [37%, 93%, 93%]" in work.describe(on_gpu=False)
+
+
+def test_eager_work_in_most_calls_fails_even_when_some_are_dsl():
+    work = PooledWork()
+    for dsl_us, torch_us in ((900.0, 100.0), (100.0, 300.0), (100.0, 300.0)):
+        work.add(_record(dsl_us, torch_us))
+    assert not work.passes and abs(work.share - 0.25) < 1e-12
+
+
+def test_eager_work_in_every_call_fails_the_pool():
+    work = PooledWork()
+    for _ in range(5):
+        work.add(_record(100.0, 300.0, compute_ops={"aten::mm": 1}))
+    assert not work.passes and abs(work.share - 0.25) < 1e-12
+    assert "aten::mm×5" in work.describe(on_gpu=True) and "PyTorch compute" in work.describe(on_gpu=True)
+
+
+def test_a_record_cannot_claim_its_own_share_or_subtract_time():
+    work = PooledWork()
+    work.add(_record(10.0, 90.0, dsl_share=1.0))  # the record's own share is ignored
+    assert abs(work.share - 0.1) < 1e-12
+    work.add(_record(10.0, 90.0, torch_compute_us=-1e9))  # a negative PyTorch time counts as none, not less
+    work.add(_record(float("nan"), float("inf")))
+    work.add(_record("lots", None))
+    assert work.call_shares == [0.1, 1.0, 0.0, 0.0] and abs(work.share - 0.05) < 1e-12 and not work.passes
+    assert abs(work.summed_share - 20.0 / 110.0) < 1e-12
+
+
+def test_malformed_operator_counts_are_dropped():
+    work = PooledWork()
+    work.add(_record(1.0, 1.0, compute_ops={"aten::add": True, "aten::mul": -3, "aten::sub": "2", "x" * 200: 1}))
+    work.add(_record(1.0, 1.0, compute_ops=["aten::add"]))
+    assert work.compute_ops == {"x" * 60: 1}
+
+
+def test_no_record_is_no_share():
+    work = PooledWork()
+    assert work.share == 0.0 and not work.passes and work.as_evidence()["lowest_call_share"] == 0.0
