@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 
 import psutil
 
@@ -33,3 +35,45 @@ def test_checker_that_dies_while_starting_is_never_warm():
 def test_pool_without_spares_has_nothing_warm():
     with CheckerPool("cpu", spares=0) as pool:
         assert pool.wait_warm(1) is False
+
+
+def test_a_pool_for_one_dsl_warms_only_that_dsl_and_routes_the_other_to_a_fresh_checker():
+    with CheckerPool("cpu", spares=1, dsls=("tirx",)) as pool:
+        spare = pool._ready[0]
+        assert spare.dsls == ("tirx",)
+        assert spare.process.args[spare.process.args.index("--dsls") + 1] == "tirx"
+        other = pool.take("cpu", "cutedsl")
+        try:
+            assert other is not spare and other.dsls == ("cutedsl",) and pool._ready == [spare]
+        finally:
+            other.close()
+        assert pool.take("cpu", "tirx") is spare
+        spare.close()
+
+
+def test_the_sandbox_env_names_the_dsl_modules_and_a_baseline_imports_none():
+    from mkb_ray.judge_worker.sandbox import DSL_MODULES, SandboxLimits, sandbox_env
+    from mkb_ray.kernel_runner.__main__ import KNOWN_DSL_MODULES
+
+    assert set(KNOWN_DSL_MODULES) == set(DSL_MODULES.values())
+    limits = SandboxLimits()
+    assert sandbox_env(False, limits)["MKB_RUNNER_IMPORT_DSLS"] == "cutlass.cute,tvm"
+    assert sandbox_env(False, limits, dsls=("tirx",))["MKB_RUNNER_IMPORT_DSLS"] == "tvm"
+    baseline = sandbox_env(False, limits, role="baseline")
+    assert baseline["MKB_RUNNER_IMPORT_DSLS"] == "" and baseline["MKB_RUNNER_ROLE"] == "baseline"
+
+
+def test_importing_the_other_dsl_after_the_guard_is_set_trips_nothing():
+    """Why a one-DSL kernel process is safe: a candidate that imports the other DSL itself changes no function the
+    identity guard watches (else an honest kernel would be blamed for the import)."""
+    script = (
+        "import torch, torch.profiler\n"
+        "with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):\n"
+        "    torch.ones(1).add_(1)\n"
+        "from mkb_ray.kernel_runner.guards import IdentityGuard\n"
+        "guard = IdentityGuard({})\n"
+        "import tvm, cutlass.cute\n"
+        "print('violations', guard.violations(full=True))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "violations []" in out.stdout, out.stdout

@@ -29,6 +29,8 @@ from typing import IO, Any, Optional
 
 import psutil
 
+from ..judge_worker.sandbox import ALL_DSLS
+
 LOG_TAIL_CHARS = 4000
 POLL_S = 0.02
 PR_SET_PDEATHSIG = 1
@@ -86,8 +88,8 @@ def worker_env() -> dict[str, str]:
 class CheckerProcess:
     """One started checker, waiting for its one message."""
 
-    def __init__(self, device: str, kernel_process: bool = True) -> None:
-        self.device = device
+    def __init__(self, device: str, kernel_process: bool = True, dsls: tuple[str, ...] = ALL_DSLS) -> None:
+        self.device, self.dsls = device, dsls
         self.read_fd, self.write_fd = os.pipe()
         self.warm_fd, warm_write_fd = os.pipe()
         self._warm = False
@@ -95,7 +97,7 @@ class CheckerProcess:
         self.scratch = tempfile.TemporaryDirectory(prefix="mkb-judge-")
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mkb_ray.judge_worker", "--device", device,
+            [sys.executable, "-m", "mkb_ray.judge_worker", "--device", device, "--dsls", ",".join(dsls),
              "--warm-fd", str(warm_write_fd), *([] if kernel_process else ["--no-kernel-process"])],
             stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
             pass_fds=(self.write_fd, warm_write_fd), env=worker_env(), start_new_session=True,
@@ -156,10 +158,12 @@ class CheckerPool:
     """Spare checkers for one device, started ahead of need; each serves exactly one submission.
 
     Safe to share across threads. A checker dies with the thread that started it (PR_SET_PDEATHSIG), so share a
-    pool only among long-lived threads (an executor's). `spares=0` starts a checker per request."""
+    pool only among long-lived threads (an executor's). `spares=0` starts a checker per request. A pool for one
+    DSL (`dsls=("tirx",)`) warms kernel processes that import only that DSL (tvm alone costs 1.3 s of CPU per
+    start here); a request in another DSL gets a fresh checker for its own DSL."""
 
-    def __init__(self, device: str = "cpu", spares: int = 1) -> None:
-        self.device, self.spares = device, spares
+    def __init__(self, device: str = "cpu", spares: int = 1, dsls: tuple[str, ...] = ALL_DSLS) -> None:
+        self.device, self.spares, self.dsls = device, spares, dsls
         self._ready: list[CheckerProcess] = []
         self._lock = threading.Lock()
         with self._lock:
@@ -172,14 +176,14 @@ class CheckerPool:
     def _fill(self) -> None:
         self._drop_dead()
         while len(self._ready) < self.spares:
-            self._ready.append(CheckerProcess(self.device))
+            self._ready.append(CheckerProcess(self.device, dsls=self.dsls))
 
-    def take(self, device: str) -> CheckerProcess:
+    def take(self, device: str, dsl: Optional[str] = None) -> CheckerProcess:
         """A warm spare (or a fresh checker when none is left). Its replacement is not started here but by
         `replenish`, once the judgement is over: a checker starting up (importing torch and both DSLs) beside a
         kernel's timed draws slowed them by up to 8x on 2 cores (benchmarks/timing_noise.py, spares 1 vs 0)."""
-        if device != self.device:
-            return CheckerProcess(device)
+        if device != self.device or (dsl is not None and dsl not in self.dsls):
+            return CheckerProcess(device, dsls=(dsl,) if dsl in ALL_DSLS else ALL_DSLS)
         with self._lock:
             self._drop_dead()
             return self._ready.pop(0) if self._ready else CheckerProcess(device)
@@ -265,6 +269,6 @@ def run_worker(message: dict[str, Any], limits: JudgeLimits, pool: Optional[Chec
     if pool is None:
         return CheckerProcess(device).run(message, limits)
     try:
-        return pool.take(device).run(message, limits)
+        return pool.take(device, message.get("request", {}).get("dsl")).run(message, limits)
     finally:
         pool.replenish()

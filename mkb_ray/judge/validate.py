@@ -73,6 +73,10 @@ def screen_problem(problem: Problem, device: str, limits: JudgeLimits,
     return ValidationRow(problem.problem_id, "screens", not failed, summary, checks=checks)
 
 
+def _pool_key(variant: str, device: str) -> tuple[str, str]:
+    return _solution_device(variant, device), SOLUTION_VARIANTS[variant][0]
+
+
 def _solution_device(variant: str, device: str) -> str:
     """CPU-target solutions always run on the CPU; GPU solutions on `device` (compile-only without a GPU)."""
     return "cpu" if SOLUTION_VARIANTS[variant][1] == "cpu" else device
@@ -143,10 +147,11 @@ def _validate_shard(chosen: Sequence[Problem], device: str, wanted: Sequence[str
         out.setdefault(problem.problem_id, []).append(row)
         on_row(row)
 
-    # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU), and baselines
-    # measured once per problem and device for this validation (both GPU variants share them).
+    # Warm checkers per device the solutions run on (CPU-target solutions always on the CPU) and DSL (a kernel
+    # process then imports one DSL, not both), and baselines measured once per problem and device for this
+    # validation (both GPU variants share them).
     baselines = tempfile.TemporaryDirectory(prefix="mkb-validate-baselines-")
-    pools = {d: CheckerPool(d, spares=1) for d in {_solution_device(v, device) for v in wanted}}
+    pools = {key: CheckerPool(key[0], spares=1, dsls=(key[1],)) for key in {_pool_key(v, device) for v in wanted}}
     try:
         for problem in chosen:
             refusal = problem.judging_refusal(device, gpu_arch())
@@ -161,8 +166,9 @@ def _validate_shard(chosen: Sequence[Problem], device: str, wanted: Sequence[str
                                             f"all three)"))
             for variant in wanted:
                 if variant in problem.solutions:
-                    emit(problem, judge_solution(problem, variant, device, limits, options, pools.get(
-                        _solution_device(variant, device)), Path(baselines.name), device_lock))
+                    emit(problem, judge_solution(problem, variant, device, limits, options,
+                                                 pools.get(_pool_key(variant, device)), Path(baselines.name),
+                                                 device_lock))
     finally:
         for pool in pools.values():
             pool.close()

@@ -138,8 +138,15 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
     return argv + [sys.executable, "-m", "mkb_ray.kernel_runner", SANDBOX_ROOT]
 
 
-def sandbox_env(on_gpu: bool, limits: SandboxLimits, import_dsls: bool = True) -> dict[str, str]:
-    """The kernel process's whole environment: nothing of ours leaks in but import paths and the GPU choice."""
+# The module each DSL's kernels are written with: what a warm kernel process imports before its candidate is known.
+DSL_MODULES = {"cutedsl": "cutlass.cute", "tirx": "tvm"}
+ALL_DSLS = tuple(DSL_MODULES)
+
+
+def sandbox_env(on_gpu: bool, limits: SandboxLimits, role: str = "kernel",
+                dsls: tuple[str, ...] = ALL_DSLS) -> dict[str, str]:
+    """The kernel process's whole environment: nothing of ours leaks in but import paths and the GPU choice.
+    A kernel process warms up with `dsls` imported; a baseline process (the reference only) with none."""
     scratch = f"{SANDBOX_ROOT}/scratch"
     paths = [str(REPO_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                 if p and os.path.realpath(p) != str(REPO_ROOT)]
@@ -157,7 +164,8 @@ def sandbox_env(on_gpu: bool, limits: SandboxLimits, import_dsls: bool = True) -
         "CUTE_DSL_ARCH": os.environ.get("CUTE_DSL_ARCH", "sm_90a"),
         "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor", "TRITON_CACHE_DIR": f"{scratch}/triton",
         "MKB_RUNNER_RLIMITS": json.dumps(rlimits), "MKB_RUNNER_DEVICE": "cuda" if on_gpu else "cpu",
-        "MKB_RUNNER_IMPORT_DSLS": "1" if import_dsls else "0",
+        "MKB_RUNNER_ROLE": role,
+        "MKB_RUNNER_IMPORT_DSLS": ",".join(DSL_MODULES[d] for d in dsls) if role == "kernel" else "",
     }
     for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
         if name in os.environ:

@@ -13,6 +13,9 @@ _RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resou
             "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE, "nproc": resource.RLIMIT_NPROC}
 
 
+KNOWN_DSL_MODULES = ("tvm", "cutlass.cute")  # judge_worker/sandbox.py DSL_MODULES
+
+
 def main() -> int:
     for name, value in json.loads(os.environ.get("MKB_RUNNER_RLIMITS", "{}")).items():
         resource.setrlimit(_RLIMITS[name], (int(value), int(value)))
@@ -20,12 +23,14 @@ def main() -> int:
     os.dup2(2, 1)  # a kernel's print goes to the log, never onto the protocol channel
     sys.stdout = sys.stderr
     workdir = Path(sys.argv[1])
-    # Warm: torch and both DSLs imported before a candidate is known (they coexist in one process).
+    # Warm: torch and the DSLs this process may be asked for (both unless the checker's pool is for one DSL),
+    # imported before a candidate is known; importing either later trips no guard (tests/test_checker_pool.py).
     import torch  # noqa: F401
 
-    # A baseline process (the reference only) skips them.
-    dsls = ("tvm", "cutlass.cute") if os.environ.get("MKB_RUNNER_IMPORT_DSLS", "1") == "1" else ()
-    for module in dsls:
+    for module in filter(None, os.environ.get("MKB_RUNNER_IMPORT_DSLS", "").split(",")):
+        if module not in KNOWN_DSL_MODULES:
+            print(f"kernel process: not importing unknown DSL module {module!r}", file=sys.stderr)
+            continue
         try:
             __import__(module)
         except ImportError as err:
@@ -33,17 +38,19 @@ def main() -> int:
     on_gpu = os.environ.get("MKB_RUNNER_DEVICE") == "cuda" and torch.cuda.is_available()
     if on_gpu:
         torch.cuda.init()
-    # One throw-away profile: the profiler's lazy imports rebind torch functions (torch.manual_seed) the first
-    # time, which the identity guard would otherwise blame on the candidate.
-    import torch.profiler
+    if os.environ.get("MKB_RUNNER_ROLE", "kernel") == "kernel":
+        # One throw-away profile: the profiler's lazy imports (~900 modules, 0.8 s) rebind torch functions
+        # (torch.manual_seed) the first time, which the identity guard would otherwise blame on the candidate.
+        # A baseline process runs the reference, never profiled and never guarded, and skips it.
+        import torch.profiler
 
-    if on_gpu:
-        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-        with torch.profiler.profile(activities=activities):
-            torch.ones(1, device="cuda").add_(1)
-    else:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
-            torch.ones(1).add_(1)
+        if on_gpu:
+            activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            with torch.profiler.profile(activities=activities):
+                torch.ones(1, device="cuda").add_(1)
+        else:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+                torch.ones(1).add_(1)
     from .runner import serve
 
     serve(sys.stdin, replies, workdir)
