@@ -186,7 +186,7 @@ class CheckerPool:
             return CheckerProcess(device, dsls=(dsl,) if dsl in ALL_DSLS else ALL_DSLS)
         with self._lock:
             self._drop_dead()
-            return self._ready.pop(0) if self._ready else CheckerProcess(device)
+            return self._ready.pop(0) if self._ready else CheckerProcess(device, dsls=self.dsls)
 
     def wait_warm(self, timeout_s: float = 120.0) -> bool:
         """Wait until the next spare `take` would hand out has finished starting; False when there is none or it
