@@ -155,8 +155,8 @@ class Judge:
     def decoration(self, seed: int, when: str = "", calls: int = 1) -> None:
         """Profiled calls: PyTorch compute (or host code) doing more of the work than the DSL is decoration, not
         a kernel (the device's kernel record on the GPU; aten operators and numpy calls on the CPU target). The
-        rule holds for the pool of every profiled call so far (`work_share`): one call here, and more, up to
-        `calls`, only while the pool is below the bar."""
+        rule holds for the median of every profiled call so far (`work_share`): one call here, and more, up to
+        `calls`, only while that median is below the bar."""
         for attempt in range(calls):
             inputs = self.draw(seed + attempt)
             expected = self.expected(inputs)
