@@ -1,7 +1,8 @@
 """Entry point of the checker process: `python -m mkb_ray.judge_worker [--device cpu|cuda]`.
 
 Warm start: the checker imports torch and the pipeline and starts its sandboxed kernel process (which imports
-torch and the DSLs named by `--dsls`, default both) *before* it is given work, so a pool of spares (`mkb_ray.judge.pool`) hides both starts.
+torch and the DSLs named by `--dsls`, default both) *before* it is given work, so a pool of spares
+(`mkb_ray.judge.pool`) hides both starts.
 When both are done it writes one byte, b"w", on the inherited pipe `--warm-fd` and closes it (the pool's sign
 that this spare is warm; b"x" if the kernel process failed to start, which the judgement will then report).
 Then the parent writes one JSON object to stdin — {"request": {...}, "nonce": str, "result_fd": int,
@@ -14,6 +15,8 @@ import json
 import os
 import sys
 
+from .sandbox import ALL_DSLS
+
 
 def main() -> int:
     # CuTe DSL without a GPU compiles for sm_100a unless told otherwise; our suite's GPU is sm_90a (Hopper). Set
@@ -21,7 +24,7 @@ def main() -> int:
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     device = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cpu"
     warm_fd = int(sys.argv[sys.argv.index("--warm-fd") + 1]) if "--warm-fd" in sys.argv else None
-    dsls = sys.argv[sys.argv.index("--dsls") + 1].split(",") if "--dsls" in sys.argv else None
+    dsls = tuple(sys.argv[sys.argv.index("--dsls") + 1].split(",")) if "--dsls" in sys.argv else ALL_DSLS
     process = None
     if "--no-kernel-process" not in sys.argv:
         import torch
@@ -31,7 +34,7 @@ def main() -> int:
         from .session import READY_TIMEOUT_S
 
         on_gpu = device == "cuda" and torch.cuda.is_available()
-        process = KernelProcess(on_gpu, writable=_writable_caches(), **({"dsls": tuple(dsls)} if dsls else {}))
+        process = KernelProcess(on_gpu, writable=_writable_caches(), dsls=dsls)
         try:
             process.wait_ready(READY_TIMEOUT_S)
             started = True
