@@ -3,7 +3,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.mkb-installed
 
-.PHONY: run test install validate
+.PHONY: run test install validate lint
 
 $(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,3 +26,7 @@ validate: install
 
 test: install
 	$(PY) -m pytest
+
+# ruff, pinned in the test extra and configured in pyproject.toml ([tool.ruff]); CI runs it before the tests.
+lint: install
+	$(VENV)/bin/ruff check .

@@ -5,9 +5,10 @@ A case (`load_case`) holds the two attempts in the target DSL — base (solo) an
 and the source SKILL.md. `render_case` writes it as the judge's user message, in this order: the outcome (tiers,
 kernel times, the timing-noise allowance of the target), the SKILL.md, then per attempt its verdicts and its
 transcript, the skill attempt last. Every verdict is listed (their reasons are shortened when the lists would take
-more than VERDICT_SHARE of the budget); the SKILL.md and the transcripts share what is left of the budget, and a transcript that does not fit keeps its ends — the task's first lines and as many of the last
-events as fit (the last verdicts, the stop and the final messages matter most) — with the number of events left
-out in between. One event longer than `EVENT_CHARS` keeps its head and, longer, its tail.
+more than VERDICT_SHARE of the budget); the SKILL.md and the transcripts share what is left of the budget, and a
+transcript that does not fit keeps its ends — the task's first lines and as many of the last events as fit (the last
+verdicts, the stop and the final messages matter most) — with the number of events left out in between. One event longer
+than `EVENT_CHARS` keeps its head and, longer, its tail.
 
 Tokens are estimated as characters / `CHARS_PER_TOKEN` (the agents' own conservative estimate for code and prose).
 Pure but for `load_case`, which reads the store (read-only).
@@ -33,7 +34,8 @@ REASON_CHARS = 300             # of one verdict's reason (down to 80 when the ve
 VERDICT_SHARE = 0.4            # of the budget, at most, for the verdict lists (the transcripts need the rest)
 TRANSCRIPT = "transcript.jsonl"
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_SUBMISSION_SQL = f"SELECT {', '.join(SubmissionRow._fields)} FROM submissions WHERE trial_id = ? ORDER BY is_final, idx"
+_SUBMISSION_SQL = (f"SELECT {', '.join(SubmissionRow._fields)} FROM submissions WHERE trial_id = ? "
+                   "ORDER BY is_final, idx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +154,8 @@ def verdict_lines(rows: Sequence[SubmissionRow], reason_chars: int = REASON_CHAR
         if s.rejected_by:
             facts.append(f"rejected by {s.rejected_by}")
         reason = " ".join((s.reason or "").split())
-        lines.append(f"- {where}: {'; '.join(facts)}" + (f" — {clip(reason, reason_chars, inline=True)}" if reason else ""))
+        lines.append(f"- {where}: {'; '.join(facts)}"
+                     + (f" — {clip(reason, reason_chars, inline=True)}" if reason else ""))
     return "\n".join(lines) or "- no submission was judged"
 
 
@@ -276,7 +279,7 @@ def render_case(case: AttributionCase, budget_tokens: int) -> str:
              "skill": min(sizes["skill"], max(half, left - sizes["base"]))}
     parts = [fixed, "", f"## SKILL.md given to the skill attempt (written by the {cr.source_dsl} solo "
                         f"attempt{source_note})", skill_text]
-    for name, ev in sections:
+    for name, _ in sections:
         label = "Base attempt" if name == "base" else "Skill attempt"
         shown = trim_events(events[name], max(share[name], 200)) if events[name] else "(no transcript stored)"
         parts += ["", f"## {label}: verdicts", verdicts[name], "", f"## {label}: transcript", shown]

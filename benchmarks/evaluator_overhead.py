@@ -212,7 +212,8 @@ def record(path: str, pass_no: int, pair: Pair, verdict: dict[str, Any], wall_s:
 
 
 def run_pass(say: Report, label: str, path: str, pass_no: int, pairs: list[Pair],
-             judge: Callable[[Pair], dict[str, Any]], between: Optional[Callable[[], float]] = None) -> list[Evaluation]:
+             judge: Callable[[Pair], dict[str, Any]],
+             between: Optional[Callable[[], float]] = None) -> list[Evaluation]:
     """Judge `pairs` in order. `between`, when given, runs before each judgement, off the clock (the agent's turn
     between two submissions); what it returns (seconds) is printed as `think`."""
     evaluations = []
@@ -225,7 +226,8 @@ def run_pass(say: Report, label: str, path: str, pass_no: int, pairs: list[Pair]
         evaluations.append(evaluation)
         base = f" baselines {evaluation.baseline_source}" if evaluation.baseline_source else ""
         say(f"  {label:6} {index:>3}/{len(pairs)} {pair.problem_id:38} {pair.dsl:8} {evaluation.tier:12} "
-            f"wall {wall_s:6.2f}  useful {evaluation.useful_s:6.2f}  overhead {evaluation.overhead_s:6.2f}{base}{think}")
+            f"wall {wall_s:6.2f}  useful {evaluation.useful_s:6.2f}  "
+            f"overhead {evaluation.overhead_s:6.2f}{base}{think}")
         if evaluation.tier not in PASSING and evaluation.tier != "compile_only":
             say(f"         {evaluation.reason[:200]}")
     return evaluations

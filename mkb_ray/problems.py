@@ -117,7 +117,8 @@ class ProblemSet(BaseModel):
             if f"{path.parent.name}/{path.stem}" == problem_id:
                 raise KeyError(f"problem '{problem_id}' is malformed: {error.path}: {error.message}")
         known = ", ".join(p.problem_id for p in self.problems[:8])
-        raise KeyError(f"no problem '{problem_id}' under {self.root} (known: {known}{', ...' if len(self.problems) > 8 else ''})")
+        more = ", ..." if len(self.problems) > 8 else ""
+        raise KeyError(f"no problem '{problem_id}' under {self.root} (known: {known}{more})")
 
 
 def default_root() -> Path:

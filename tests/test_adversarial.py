@@ -11,10 +11,11 @@ Header of each hack file (first lines, exactly this form; the last line is optio
     # draws-per-trip: 5
 
 Alternatives (`expect=post_timing|correctness`) are for hacks that secret checks catch at a random point: whichever
-of the named checks comes first. `skip-static: true` judges with the source rules off, to prove that the runtime guard behind a static rule works
-by itself. `draws-per-trip: k` judges with k timed draws per round trip (the GPU default is 5, the CPU target's 1),
-for hacks aimed at the batched round trip to run where the suite runs: on the CPU. GPU hacks (device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU;
-static rejections (and the few other checks decided before any kernel executes) run everywhere.
+of the named checks comes first. `skip-static: true` judges with the source rules off, to prove that the runtime guard
+behind a static rule works by itself. `draws-per-trip: k` judges with k timed draws per round trip (the GPU default is
+5, the CPU target's 1), for hacks aimed at the batched round trip to run where the suite runs: on the CPU. GPU hacks
+(device=cuda) whose rejection needs a kernel to run are skipped where there is no GPU; static rejections (and the few
+other checks decided before any kernel executes) run everywhere.
 File names: `cute_*` and `tirx_gpu_*` are GPU hacks (`.ci/gpu-check` runs them on the H200); the rest target the CPU.
 """
 from __future__ import annotations
@@ -67,7 +68,8 @@ class Hack:
 def parse_header(path: Path) -> Hack:
     match = HEADER.match(path.read_text())
     if match is None:
-        raise ValueError(f"{path.name}: missing or malformed '# mkb-adversarial:' header (see tests/test_adversarial.py)")
+        raise ValueError(f"{path.name}: missing or malformed '# mkb-adversarial:' header "
+                         "(see tests/test_adversarial.py)")
     fields = match.groupdict()
     return Hack(path=path, dsl=fields["dsl"], device=fields["device"], expect=tuple(fields["expect"].split("|")),
                 problem=fields["problem"], hack=fields["hack"].strip(), because=fields["because"].strip(),

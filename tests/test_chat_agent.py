@@ -240,7 +240,8 @@ def test_reply_parsing_is_lenient_where_small_models_slip():
     assert pick_skill(fenced_blocks(skilling), skilling, loose=True) == "SKILL: \n### SKILL.SMART"
     assert pick_skill(fenced_blocks(skilling), skilling) is None
     prose = "```skill\n```\n\nWhat is the SKILL.md?\n\nPlease provide more information."
-    assert pick_skill(fenced_blocks(prose), prose, loose=True) == "What is the SKILL.md?\n\nPlease provide more information."
+    assert (pick_skill(fenced_blocks(prose), prose, loose=True)
+            == "What is the SKILL.md?\n\nPlease provide more information.")
     # Code is never a skill, and an empty fence alone leaves SKILL.md empty.
     code = "```skill\n```\n```python\ndef solve(x):\n    return x\n```"
     assert pick_skill(fenced_blocks(code), code, loose=True) is None

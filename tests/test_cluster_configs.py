@@ -137,7 +137,8 @@ def check_rayjob(rayjob: dict[str, Any], raycluster: dict[str, Any], pvc: dict[s
     head = raycluster["spec"]["headGroupSpec"]["template"]["spec"]
     claims = {v["name"] for v in head.get("volumes", [])
               if v.get("persistentVolumeClaim", {}).get("claimName") == pvc["metadata"]["name"]}
-    mounts = [Path(m["mountPath"]) for c in head["containers"] for m in c.get("volumeMounts", []) if m["name"] in claims]
+    mounts = [Path(m["mountPath"]) for c in head["containers"] for m in c.get("volumeMounts", [])
+              if m["name"] in claims]
     if args.run_dir is None or not any(args.run_dir.is_relative_to(m) and args.run_dir != m for m in mounts):
         raise ValueError(f"--run-dir {args.run_dir} is not below the PVC's mount on the head {mounts}")
     if any(m["metadata"]["namespace"] != pvc["metadata"]["namespace"] for m in (rayjob, raycluster)):
@@ -162,7 +163,8 @@ def test_manifest_matches_the_kuberay_schema_subset(name: str) -> None:
 def test_raycluster_converts_to_a_valid_autoscaler_config() -> None:
     derived = autoscaler_config_from_raycluster(RAYCLUSTER)
     nodes = {n: t for n, t in derived["available_node_types"].items() if n != "headgroup"}
-    assert {n: _role(n, t["resources"]) for n, t in nodes.items()} == {g.name: g.role for g in kuberay_groups(RAYCLUSTER)}
+    assert ({n: _role(n, t["resources"]) for n, t in nodes.items()}
+            == {g.name: g.role for g in kuberay_groups(RAYCLUSTER)})
     assert derived["available_node_types"]["headgroup"]["resources"]["CPU"] == 0   # the driver's node runs no tasks
     assert derived["idle_timeout_minutes"] == VM["idle_timeout_minutes"]
 
@@ -176,7 +178,8 @@ def test_vm_and_kuberay_declare_the_same_resources_per_role() -> None:
     def per_role(groups: list[Group]) -> dict[str, set[str]]:
         return {g.role: {r for r in g.resources if r.startswith("mkb_")} for g in groups}
 
-    assert per_role(vm_groups(VM)) == per_role(kuberay_groups(RAYCLUSTER)) == {r: {n} for r, n in ROLE_RESOURCES.items()}
+    assert (per_role(vm_groups(VM)) == per_role(kuberay_groups(RAYCLUSTER))
+            == {r: {n} for r, n in ROLE_RESOURCES.items()})
     assert VM["available_node_types"][VM["head_node_type"]]["resources"] == {"CPU": 0}
 
 

@@ -78,16 +78,16 @@ def _reaches(room: str) -> set[str]:
 
 def test_the_expected_rooms_exist():
     rooms = {_room(m) for m in MODULES}
-    assert {"records", "problems", "judge", "judge_worker", "kernel_runner", "llm", "models", "agents", "claims", "lineage",
-            "synthetic", "store", "campaign", "cli", "actors", "analysis"} <= rooms, rooms
+    assert {"records", "problems", "judge", "judge_worker", "kernel_runner", "llm", "models", "agents", "claims",
+            "lineage", "synthetic", "store", "campaign", "cli", "actors", "analysis"} <= rooms, rooms
 
 
 def test_records_import_nothing_of_the_project():
     assert _reaches("records") == set(), [GRAPH.edges["records", r]["example"] for r in _reaches("records")]
 
 
-@pytest.mark.parametrize("room", ["store", "synthetic", "claims", "lineage", "agents", "records", "llm", "models", "judge",
-                                  "judge_worker", "kernel_runner", "problems"])
+@pytest.mark.parametrize("room", ["store", "synthetic", "claims", "lineage", "agents", "records", "llm", "models",
+                                  "judge", "judge_worker", "kernel_runner", "problems"])
 def test_lower_layers_do_not_reach_up_into_campaign_or_cli(room):
     upward = _reaches(room) & {"campaign", "cli"}
     assert not upward, [GRAPH.edges[room, r]["example"] for r in upward]

@@ -146,7 +146,7 @@ def _default_workspace_factory() -> AgentFactory:
     """The workspace agent (mkb_ray.agents.workspace), imported only when an attempt uses it."""
     from . import workspace
 
-    factory = getattr(workspace, "make_workspace_agent", None) or getattr(workspace, "WorkspaceAgent")
+    factory = getattr(workspace, "make_workspace_agent", None) or workspace.WorkspaceAgent
     return factory  # type: ignore[no-any-return]
 
 

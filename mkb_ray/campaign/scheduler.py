@@ -71,7 +71,7 @@ class ModelServers(Protocol):
         """Start model `name`'s server afresh; returns its new api_base."""
 
 
-@dataclass
+@dataclass(frozen=True)  # the Scheduler's default instance is shared
 class SchedulerSettings:
     max_trial_retries: int = 2
     flush_interval_s: float = 0.25      # longest an outcome waits in memory before it is written

@@ -3,10 +3,10 @@
 Started by the driver from the config, never sharing a GPU (evaluators take `num_gpus=1` each; model servers
 reserve theirs through Ray Serve). Submissions reach the evaluators through one router actor, which sends each to
 the evaluator with the most free room and queues it, in arrival order, while every slot is taken
-(`actors/evaluator_slots.py` says why); `EvaluatorPool.capacity` is how many judgements run at once. Evaluators restart on
-their own (Ray `max_restarts`) and a call that was in flight when one died is retried on the restarted actor
-(`max_task_retries`), so the submission is judged again; one whose restarts are spent is retired by the router and
-its submission judged on another. A model server that stops answering is restarted by the scheduler through
+(`actors/evaluator_slots.py` says why); `EvaluatorPool.capacity` is how many judgements run at once. Evaluators restart
+on their own (Ray `max_restarts`) and a call that was in flight when one died is retried on the restarted actor
+(`max_task_retries`), so the submission is judged again; one whose restarts are spent is retired by the router and its
+submission judged on another. A model server that stops answering is restarted by the scheduler through
 `ModelServices.restart`.
 """
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Where a claim is born. The text is read block by block — headings name the section and are never claims, fenced
 code and HTML comments are skipped, a table row is one claim, list items and paragraphs are cut into sentences —
 and each sentence is cut once more at the joints where a second assertion starts ("; ", " — ", ": ", ", so ",
-", and ", ", but ", ", which " …; a "because" clause stays with its claim) when both sides are long enough to assert something. Short fragments and
-boilerplate ("Good luck.", "What worked:") are dropped. Inline code is masked while cutting, so `cute.arch.sync`
-or `T.min(a, b)` never splits a sentence.
+", and ", ", but ", ", which " …; a "because" clause stays with its claim) when both sides are long enough to assert
+something. Short fragments and boilerplate ("Good luck.", "What worked:") are dropped. Inline code is masked while
+cutting, so `cute.arch.sync` or `T.min(a, b)` never splits a sentence.
 
 Offsets are into the exact text given (`text[start:end] == claim.text`), so a claim can always be shown in place.
 """

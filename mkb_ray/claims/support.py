@@ -93,8 +93,9 @@ def judge_support(text: str, evidence: Sequence[EvidenceItem]) -> SupportJudgeme
                     return SupportJudgement("supported", f"submission {e.submission} measured {e.speedup:.2f}x")
         if timed:
             best = max(e.speedup for e in timed)  # type: ignore[type-var]
+            speeds = ", ".join(f"{e.speedup:.2f}x" for e in timed)
             return SupportJudgement("contradicted", f"claims {factors[0]:g}x; correct submissions measured "
-                                                    f"{', '.join(f'{e.speedup:.2f}x' for e in timed)} (best {best:.2f}x)")
+                                                    f"{speeds} (best {best:.2f}x)")
         return SupportJudgement("unsupported", "a speed claim, but no correct submission was timed")
     times = [_to_ms(float(m.group(1)), m.group(2)) for m in _TIME.finditer(text)]
     if times:

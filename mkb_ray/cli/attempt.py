@@ -2,7 +2,8 @@
 
 `attempt_main(...)` is the same thing with plain arguments (the end-to-end tests call it). Exit codes: 0 when an
 attempt record was written with status completed or skipped (a failing kernel is still a completed attempt), 1 when
-the attempt ended in an infrastructure error, 2 on bad usage (unknown model or problem, a budget field that does not exist, a CPU target for CuTe DSL).
+the attempt ended in an infrastructure error, 2 on bad usage (unknown model or problem, a budget field that does not
+exist, a CPU target for CuTe DSL).
 """
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ def screen_problem(problem: Problem, device: str, limits: JudgeLimits,
     outcome = run_worker({"request": request, "mode": "screen"}, limits)
     answer = outcome.payload
     if answer is None or "error" in answer:
-        detail = answer["error"] if answer else f"screen worker gave no answer ({outcome.killed_for or outcome.returncode})"
+        detail = (answer["error"] if answer
+                  else f"screen worker gave no answer ({outcome.killed_for or outcome.returncode})")
         return ValidationRow(problem.problem_id, "screens", False, detail)
     checks = [CheckResult(**c) for c in answer["checks"]]
     failed = [c for c in checks if not c.passed]

@@ -93,7 +93,8 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
                 if load.get("torch_compile"):
                     session.process.request({"op": "stage"}, CALL_TIMEOUT_S)
 
-            return time_draws(timer, prepare, lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=range(count)),
+            return time_draws(timer, prepare,
+                              lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=range(count)),
                               warmup, timed, per_trip=per_trip).median_ms
 
         with alone():

@@ -41,7 +41,8 @@ def run_screens(problem_path: str, problem_id: str, preset: str, device: str, se
         if not isinstance(a, torch.Tensor):
             continue
         changed = not torch.equal(a, b)
-        record("seed_changes_output", changed, f"output {index} {'differs' if changed else 'is identical'} across seeds")
+        record("seed_changes_output", changed,
+               f"output {index} {'differs' if changed else 'is identical'} across seeds")
         values = a.detach().to(torch.float64).flatten()
         values = values[torch.isfinite(values)]  # masked -inf entries (scores) are legitimate; the rest must vary
         magnitude = float(values.abs().max()) if values.numel() else 0.0

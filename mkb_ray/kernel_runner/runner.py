@@ -113,7 +113,7 @@ class KernelRunner:
         try:
             module = _import_path(path, "mkb_candidate")
         except Exception as err:
-            raise Rejection("import", f"importing the kernel failed: {type(err).__name__}: {err}")
+            raise Rejection("import", f"importing the kernel failed: {type(err).__name__}: {err}") from err
         solve = getattr(module, "solve", None)
         if not callable(solve):
             raise Rejection("import", "the kernel file defines no callable solve(*inputs)")

@@ -279,8 +279,8 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
            context: ClaimContext) -> list[SyntheticClaim]:
     """Hop k's claims from hop k-1's (see spec.EvolutionRates for the convention): mergeable pairs merge, then each
     other parent is dropped, paraphrased, strengthened, weakened, split or copied; Poisson(new_claims_per_hop) new
-    claims (of ideas neither hop says otherwise) are put at random places and survivors move with reorder_prob. Claim ids `<context.id_prefix>.<k>` follow
-    the returned order."""
+    claims (of ideas neither hop says otherwise) are put at random places and survivors move with reorder_prob. Claim
+    ids `<context.id_prefix>.<k>` follow the returned order."""
     ev = spec.evolution
     t_drop = ev.drop_rate
     t_mutate = t_drop + ev.mutate_rate

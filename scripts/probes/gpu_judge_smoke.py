@@ -21,7 +21,8 @@ def main() -> int:
         verdict = judge_kernel(problem, Path(f"problems/mlp_norm/solutions/01_fused_add_rmsnorm.{suffix}.py"), dsl,
                                "cuda", options=JudgeOptions(compile_baseline=False))
         print(f"{dsl}: {verdict.tier} {verdict.rejected_by} in {time.perf_counter() - started:.1f} s: {verdict.reason}")
-        print(f"  dsl_share={verdict.dsl_share} evidence={verdict.work_evidence} overhead={verdict.harness_overhead_ms}")
+        print(f"  dsl_share={verdict.dsl_share} evidence={verdict.work_evidence} "
+              f"overhead={verdict.harness_overhead_ms}")
         print(f"  phases={verdict.phases_s}")
         if not verdict.passed:
             failed += 1

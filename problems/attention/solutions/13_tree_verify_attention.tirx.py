@@ -56,7 +56,7 @@ def _build(batch: int, tree: int, q_heads: int, kv_heads: int, head_dim: int, ma
             # from i to the root (at most tree steps; an out-of-range pointer ends the walk)
             walk[0] = i
             walk[1] = 0
-            for step in T.serial(tree):
+            for step in T.serial(tree):  # noqa: B007 - a bounded walk: the count is unused
                 if walk[0] >= 0 and walk[0] < tree:
                     s_anc[walk[1]] = walk[0]
                     walk[1] = walk[1] + 1

@@ -1,7 +1,6 @@
 """GPU (sm_90a) TIRx solution: one CTA per (token, head slot) with HEAD_DIM/2 threads, one rotary pair per thread.
 Head slots 0..NUM_HEADS-1 rotate a query head in place; the next KV_HEADS rotate a key head in place and write it
 to the key cache; the last KV_HEADS copy a value head into the value cache."""
-import torch
 import tvm
 from tvm.script import tirx as T
 

@@ -1,6 +1,5 @@
 """CPU-target (LLVM) TIRx solution: serial loops per token: rotate each query and key head pair-wise in place
 (fp32 math, bf16 store), then copy the rotated key and the value into the paged caches at the token's slot."""
-import torch
 import tvm
 from tvm.script import tirx as T
 

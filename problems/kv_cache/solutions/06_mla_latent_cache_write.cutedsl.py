@@ -2,7 +2,6 @@
 elements in registers; the sum of squares is a warp butterfly sum, then one shared-memory slot per warp; each
 thread writes its normed elements (fp32 x * rstd * weight, one bf16 rounding) into the token's cache row, and
 threads 0..ROPE_DIM/2-1 rotate one GPT-J pair of k_pe each into the row's tail."""
-import torch
 import cutlass
 import cutlass.cute as cute
 from cutlass.cute.runtime import from_dlpack

@@ -2,7 +2,6 @@
 in registers; the sum of squares is a CTA-wide sum through shared memory; each thread writes its normed elements
 (fp32 x * rstd * weight, one bf16 rounding) into the token's cache row, and threads 0..ROPE_DIM/2-1 rotate one
 GPT-J pair of k_pe each into the row's tail."""
-import torch
 import tvm
 from tvm.script import tirx as T
 

@@ -1,7 +1,6 @@
 """CPU-target (LLVM) TIRx solution: serial loop per token: sum of squares of the latent, rstd, then the normed
 latent x * rstd * weight (fp32, one bf16 rounding) and the GPT-J-rotated pairs of k_pe written straight into the
 token's cache row."""
-import torch
 import tvm
 from tvm.script import tirx as T
 
