@@ -3,7 +3,7 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.mkb-installed
 
-.PHONY: run test install validate lint
+.PHONY: run test test-fast install validate lint
 
 $(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -26,6 +26,11 @@ validate: install
 
 test: install
 	$(PY) -m pytest
+
+# The inner loop: every test that judges no kernel, starts no Ray and serves no model (markers: pyproject.toml;
+# tests/conftest.py fails a test that starts a checker or Ray without saying so).
+test-fast: install
+	$(PY) -m pytest -m "not judge and not ray and not model"
 
 # ruff, pinned in the test extra and configured in pyproject.toml ([tool.ruff]); CI runs it before the tests.
 lint: install

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,93 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+# What a test needs beyond this process, as markers: `make test-fast` deselects them (the inner loop), `make test`
+# runs everything. A test that uses a fixture providing one gets its marker here; any other test must say it, and
+# `_needs_are_declared` below fails a test that starts a checker or Ray without its marker (so the fast tier never
+# quietly grows slow). `model` (a real model served) always comes with `ray`.
+NEEDS_FROM_FIXTURES = {"checker_pool": "judge", "baseline_cache": "judge", "local_ray": "ray"}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & set(NEEDS_FROM_FIXTURES):
+            item.add_marker(NEEDS_FROM_FIXTURES[fixture])
+        if item.get_closest_marker("model") is not None:
+            item.add_marker("ray")
     if has_gpu():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (sm_90a); this machine has none")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+class UndeclaredNeed(RuntimeError):
+    """A test started something its markers do not declare."""
+
+
+def _refuse(need: str, what: str):
+    def refused(*args, **kwargs):
+        raise UndeclaredNeed(f"this test {what} but is not marked `{need}` (pytest.mark.{need}; see tests/conftest.py)")
+    return refused
+
+
+def _subprocess_needs(argv: list[str]) -> set[str]:
+    """What a command started by a test needs: judging processes of ours, `mkb` subcommands that judge or run a
+    campaign (on a local Ray), or Ray's own CLI."""
+    judging = ("mkb_ray.judge_worker", "mkb_ray.kernel_runner")
+    modules = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    needs = set()
+    if any(m.startswith(judging) for m in modules) or any(f'run_module("{m}' in code for m in judging):
+        needs.add("judge")
+    if "mkb_ray.cli" in argv:
+        command = argv[argv.index("mkb_ray.cli") + 1:][:2]
+        if command[:1] == ["eval"] or command == ["problems", "validate"]:
+            needs.add("judge")
+        if command[:1] == ["run"]:
+            needs.add("ray")
+    if os.path.basename(argv[0]) == "ray" and "start" in argv:
+        needs.add("ray")
+    return needs
+
+
+class _DeclaredNeeds:
+    """The running test's markers, for the audit hook below (None between tests)."""
+
+    current: "set[str] | None" = None
+
+
+def _audit_subprocesses(event: str, args: tuple) -> None:
+    if event != "subprocess.Popen" or _DeclaredNeeds.current is None:
+        return
+    argv = [str(a) for a in args[1]] if isinstance(args[1], (list, tuple)) else [str(args[1])]
+    missing = _subprocess_needs(argv) - _DeclaredNeeds.current
+    if missing:
+        need = sorted(missing)[0]
+        raise UndeclaredNeed(f"this test runs {' '.join(argv)[:120]!r}, which needs `{need}`, but is not marked "
+                             f"so (pytest.mark.{need}; see tests/conftest.py)")
+
+
+sys.addaudithook(_audit_subprocesses)  # hooks live as long as the interpreter: it reads the test's needs above
+
+
+@pytest.fixture(autouse=True)
+def _needs_are_declared(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    declared = {marker.name for marker in request.node.iter_markers()}
+    _DeclaredNeeds.current = declared
+    if "judge" not in declared:
+        from mkb_ray.judge.process import CheckerProcess
+        from mkb_ray.judge_worker.kernel_process import KernelProcess
+
+        monkeypatch.setattr(CheckerProcess, "__init__", _refuse("judge", "starts a checker process"))
+        monkeypatch.setattr(KernelProcess, "__init__", _refuse("judge", "starts a kernel process"))
+    if "ray" not in declared:
+        import ray
+
+        monkeypatch.setattr(ray, "init", _refuse("ray", "starts or joins Ray"))
+    yield
+    _DeclaredNeeds.current = None
 
 
 @pytest.fixture(scope="session")

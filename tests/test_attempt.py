@@ -29,6 +29,7 @@ from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import AttemptConfig, BudgetSpec
 
 from conftest import EXAMPLE_PROBLEM, REPO
+from refused_port import refused_port
 
 GOOD = (REPO / "problems" / "mlp_norm" / "solutions" / "01_fused_add_rmsnorm.tirx_cpu.py").read_text()
 EAGER = "import torch\n\ndef solve(x, residual, weight):\n    return x + residual, residual\n"
@@ -92,6 +93,7 @@ def solo(tmp_path_factory, evaluator):
     return out, record, script
 
 
+@pytest.mark.judge
 def test_solo_attempt_output_directory_and_record(solo):
     out, record, script = solo
     for name in ("record.json", "transcript.jsonl", "submissions/01.py", "submissions/01.verdict.json",
@@ -131,6 +133,7 @@ def test_solo_attempt_output_directory_and_record(solo):
     assert events[0]["template_hash"] == record.template_hash
 
 
+@pytest.mark.judge
 def test_task_statement_has_what_the_agent_needs(solo):
     _, _, script = solo
     system, task = script.seen[0][0]["content"], script.seen[0][1]["content"]
@@ -142,6 +145,7 @@ def test_task_statement_has_what_the_agent_needs(solo):
     assert "A SKILL.md from an earlier attempt" not in task  # solo arm
 
 
+@pytest.mark.judge
 def test_skill_attempt_is_fed_the_source_skill(solo, tmp_path, evaluator):
     source = solo[0] / "SKILL.md"
     script = Recorder([ScriptedReply(f"```python\n{GOOD}```\n```skill\n- confirmed: serial rows pass\n```")])
@@ -190,10 +194,12 @@ def test_dead_evaluator_ends_the_attempt_as_an_error_record(tmp_path):
 
 
 def test_unreachable_model_server_is_an_llm_error(tmp_path):
-    client = LLMClient(spec(), "http://127.0.0.1:9/v1", max_retries=1, retry_backoff_s=0.0, timeout_s=20)
-    record = asyncio.run(run_attempt(config(tmp_path / "out"), client, NoEvaluator()))
+    with refused_port() as port:  # bound on loopback, never listened on: connections are refused at once
+        endpoint = f"http://127.0.0.1:{port}/v1"
+        client = LLMClient(spec(), endpoint, max_retries=1, retry_backoff_s=0.0, timeout_s=20)
+        record = asyncio.run(run_attempt(config(tmp_path / "out"), client, NoEvaluator()))
     assert record.status == "error" and record.stop_reason == "llm_error" and "connection" in record.error
-    assert record.endpoint == "http://127.0.0.1:9/v1" and record.litellm_model == "hosted_vllm/scripted"
+    assert record.endpoint == endpoint and record.litellm_model == "hosted_vllm/scripted"
     assert len(record.llm_calls) == 1 and not record.llm_calls[0].ok
 
 
@@ -256,6 +262,7 @@ def test_budget_overrides_and_usage_errors(tmp_path, capsys):
         assert message in capsys.readouterr().err
 
 
+@pytest.mark.judge  # the actor judges, in a Ray worker (`ray` comes with the local_ray fixture)
 def test_evaluator_port_over_a_ray_actor_handle(local_ray, tmp_path):
     handle = make_evaluator("cpu", slots=1, options=JudgeOptions(warmup=1, timed=2))
     port = as_evaluator_port(handle)

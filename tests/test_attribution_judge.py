@@ -33,6 +33,7 @@ from mkb_ray.records import Trial
 from mkb_ray.store import RunStore, SubmissionRow
 from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
 
+from refused_port import refused_port
 from scripted_llm import Recorder
 
 SKILL_MD = ("# Notes\n<!-- cat:unsupported_closure -->\n- Shared-memory staging never pays off here; do not try it.\n"
@@ -210,8 +211,10 @@ def test_an_endpoint_error_leaves_it_unjudged_without_raising():
     record = judge_.judge(make_case())
     assert record.status == "unjudged" and "LLM call 1 failed" in record.reason and "upstream exploded" in \
         record.reason
-    unreachable = LLMAttributionJudge(LLMClient(spec(), "http://127.0.0.1:9/v1", timeout_s=20, max_retries=0))
-    record = unreachable.judge(make_case())
+    with refused_port() as port:  # bound on loopback, never listened on: connections are refused at once
+        unreachable = LLMAttributionJudge(LLMClient(spec(), f"http://127.0.0.1:{port}/v1", timeout_s=20,
+                                                    max_retries=0))
+        record = unreachable.judge(make_case())
     assert record.status == "unjudged" and "(connection)" in record.reason
 
 

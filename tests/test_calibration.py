@@ -133,7 +133,7 @@ def recovered(preset_run: Path):
     return replicates, spec, truth, calibration_table(replicates, spec, truth)
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 def test_the_analysis_recovers_every_planted_rate(preset_run: Path, recovered) -> None:
     replicates, spec, truth, table = recovered
     with sqlite3.connect(f"file:{preset_run / 'store.sqlite'}?mode=ro", uri=True) as conn:
@@ -158,7 +158,7 @@ def test_the_analysis_recovers_every_planted_rate(preset_run: Path, recovered) -
     assert pooled["enrichment_lo"] > 0.03
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 def test_a_wrongly_planted_rate_falls_outside(recovered) -> None:
     """The check has teeth: the same run against a spec without the closure effect, with the source-pass boost cut
     by 0.2 or with the help shift raised by 0.1 puts planted values outside the recovered intervals."""
@@ -182,7 +182,7 @@ def _browser() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 def test_the_report_shows_planted_vs_recovered(preset_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     summary = render_report(preset_run, out, ReportOptions(trial_pages=False, n_boot=200))

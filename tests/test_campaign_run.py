@@ -66,7 +66,7 @@ def reference_run(tmp_path_factory):
     return config, tmp / "run"
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 def test_kill_9_of_the_driver_then_rerun_neither_duplicates_nor_loses_a_trial(reference_run, tmp_path):
     config, reference_dir = reference_run
     total = _rows(reference_dir, "SELECT count(*) FROM trials")[0][0]
@@ -101,7 +101,7 @@ def test_kill_9_of_the_driver_then_rerun_neither_duplicates_nor_loses_a_trial(re
     assert _rows(run_dir, "SELECT count(*) FROM trials WHERE synthetic = 1") == [(total,)]
 
 
-@pytest.mark.slow
+@pytest.mark.ray
 def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(reference_run, tmp_path):
     config, reference_dir = reference_run
     run_dir = tmp_path / "run"
@@ -127,6 +127,7 @@ def test_ctrl_c_stops_cleanly_and_the_rerun_finishes(reference_run, tmp_path):
     assert _rows(run_dir, query) == _rows(reference_dir, query)
 
 
+@pytest.mark.ray   # reference_run runs `mkb run`, which starts a local Ray
 def test_rerun_of_a_finished_campaign_runs_nothing(reference_run):
     config, run_dir = reference_run
     result = _run(config, run_dir)
@@ -136,6 +137,7 @@ def test_rerun_of_a_finished_campaign_runs_nothing(reference_run):
     assert "SYNTHETIC" in result.stdout
 
 
+@pytest.mark.ray   # `mkb run` starts a local Ray
 def test_stale_trials_are_reported_and_rerun_only_when_asked(tmp_path):
     run_dir = tmp_path / "run"
     first = _synthetic_config(tmp_path, "stale", hops=3, problems=2, seed=1)
@@ -170,6 +172,7 @@ def test_a_malformed_config_is_refused_naming_file_and_field(tmp_path, body, fie
     assert not (tmp_path / "run").exists(), "a refused config must not create a run directory"
 
 
+@pytest.mark.ray   # reference_run runs `mkb run`, which starts a local Ray
 def test_results_json_export_matches_the_store(reference_run, tmp_path):
     _, run_dir = reference_run
     out = tmp_path / "export"
@@ -190,7 +193,8 @@ def test_results_json_export_matches_the_store(reference_run, tmp_path):
     assert trials.height == len(stored) and trials["synthetic"].all()
 
 
-@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.judge   # a real EvaluatorActor judges every trial's kernel
 def test_an_evaluator_killed_mid_evaluation_restarts_and_the_campaign_finishes(tmp_path, local_ray):
     """Synthetic agent, real judge: each trial's final kernel (the shipped CPU TIRx solution) is judged by a real
     EvaluatorActor; the actor is killed while it judges, Ray restarts it, the submission is judged again."""
@@ -233,7 +237,7 @@ target: cpu
         else:
             pytest.fail("the evaluator never started judging")
         local_ray.kill(evaluator, no_restart=False)
-        runner.join(300)
+        runner.join(900)   # returns as soon as the campaign ends; the bound is only for a hung one
         assert not runner.is_alive()
         assert result["run"].written == len(plan) and not result["run"].interrupted
         rows = list(store.trial_rows())

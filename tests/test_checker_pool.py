@@ -7,11 +7,13 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from mkb_ray.judge import CheckerPool
 from mkb_ray.judge.process import CheckerProcess
 
 
+@pytest.mark.judge
 def test_spare_says_warm_once_its_kernel_process_is_up():
     with CheckerPool("cpu", spares=1) as pool:
         assert pool.wait_warm(120), "a healthy spare never said it was warm"
@@ -22,6 +24,7 @@ def test_spare_says_warm_once_its_kernel_process_is_up():
         assert any("kernel_runner" in " ".join(c.cmdline()) for c in children), [c.cmdline() for c in children]
 
 
+@pytest.mark.judge
 def test_checker_that_dies_while_starting_is_never_warm():
     checker = CheckerProcess("cpu")
     try:
@@ -32,11 +35,13 @@ def test_checker_that_dies_while_starting_is_never_warm():
         checker.close()
 
 
+@pytest.mark.judge
 def test_pool_without_spares_has_nothing_warm():
     with CheckerPool("cpu", spares=0) as pool:
         assert pool.wait_warm(1) is False
 
 
+@pytest.mark.judge
 def test_a_pool_for_one_dsl_warms_only_that_dsl_and_routes_the_other_to_a_fresh_checker():
     with CheckerPool("cpu", spares=1, dsls=("tirx",)) as pool:
         spare = pool._ready[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import pytest
 
 from conftest import EXAMPLE_PROBLEM, REPO
 
@@ -15,6 +16,7 @@ def mkb(*args: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.judge
 def test_eval_prints_a_json_verdict_and_exits_0(tmp_path):
     sources = []
     for _ in range(2):  # the second judgement of the same problem finds its baselines cached
@@ -27,6 +29,7 @@ def test_eval_prints_a_json_verdict_and_exits_0(tmp_path):
     assert sources == ["measured", "cached"]
 
 
+@pytest.mark.judge
 def test_eval_of_a_failing_kernel_still_exits_0(tmp_path):
     kernel = tmp_path / "eager.py"
     kernel.write_text("import torch\n\ndef solve(x, residual, weight):\n    return x, residual\n")
@@ -35,6 +38,7 @@ def test_eval_of_a_failing_kernel_still_exits_0(tmp_path):
     assert "fail" in result.stdout and "dsl_launch" in result.stdout
 
 
+@pytest.mark.judge
 def test_eval_usage_errors_exit_2_with_one_line(tmp_path):
     missing = mkb("eval", EXAMPLE_PROBLEM, str(tmp_path / "nope.py"), "--dsl", "tirx")
     assert missing.returncode == 2 and "kernel file not found" in missing.stderr

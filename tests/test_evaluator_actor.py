@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import pytest
 
 from mkb_ray.actors.evaluator import EvaluatorActor, make_evaluator
 from mkb_ray.judge import JudgeOptions
@@ -15,6 +16,7 @@ PASSED = ("pass", "pass2x")
 CRASH = GOOD.replace("H[i, j] = T.Cast(\"bfloat16\", h[j])", "H[i + 4000000, j] = T.Cast(\"bfloat16\", h[j])")
 
 
+@pytest.mark.judge
 def test_concurrent_evaluations_on_local_ray(local_ray):
     evaluator = make_evaluator("cpu", slots=2, options=JudgeOptions(warmup=1, timed=3))
     refs = [evaluator.evaluate.remote(EXAMPLE_PROBLEM, source, "tirx") for source in (GOOD, EAGER, CRASH, GOOD)]
@@ -28,6 +30,7 @@ def test_concurrent_evaluations_on_local_ray(local_ray):
     assert stats["evaluations"] == 4 and stats["crashes"] == 1 and stats["busy_slots"] == 0
 
 
+@pytest.mark.judge
 def test_plain_class_without_a_cluster():
     actor = EvaluatorActor("cpu", slots=1, options=JudgeOptions(warmup=1, timed=2))
     verdict = asyncio.run(actor.evaluate(EXAMPLE_PROBLEM, EAGER, "tirx"))

@@ -1,8 +1,10 @@
 """Submissions are routed to evaluators by load, across every copy of the pool (issue 12, item 4).
 
 The slot table (`EvaluatorSlots`) is tested on its own, without Ray; the router (`EvaluatorRouter`) and the pool are
-the real ones on a local Ray, in front of stand-in evaluators that sleep or raise on command and answer with their
-name: judging real kernels would make these tests slow and say nothing more about routing."""
+the real ones on a local Ray, in front of stand-in evaluators that hold a call until the test releases it, or raise,
+on command, and answer with their name: judging real kernels would make these tests slow and say nothing more about
+routing. A held call ends only when the test says so, so a test checks the state while calls are in flight without
+racing a timer."""
 from __future__ import annotations
 
 import asyncio
@@ -94,22 +96,30 @@ def test_capacity_sums_the_evaluators_slots():
 # -- the router on a local Ray ------------------------------------------------------------------------------------
 
 def _stand_in_evaluator_class() -> type:
-    """An EvaluatorActor stand-in: `sleep S` sleeps S seconds, `raise` raises, anything else returns at once; the
-    answer names the instance. Defined in a function: Ray workers cannot import this test module."""
+    """An EvaluatorActor stand-in: `hold KEY ...` returns once `release(KEY)` was called on this instance (before or
+    after), `raise` raises, anything else returns at once; the answer names the instance. Defined in a function:
+    Ray workers cannot import this test module."""
 
     class StandInEvaluator:
         def __init__(self, name: str) -> None:
             self.name = name
+            self.releases: dict[str, Any] = {}   # key -> asyncio.Event, set by release(key)
+
+        def _release_of(self, key: str) -> Any:
+            import asyncio
+
+            return self.releases.setdefault(key, asyncio.Event())
 
         async def evaluate(self, problem_id: str, kernel_source: str, dsl: str, preset: Any = None,
                            seed: Any = None) -> dict[str, Any]:
-            import asyncio
-
             if kernel_source.startswith("raise"):
                 raise ValueError(f"stand-in failure on {self.name}")
-            if kernel_source.startswith("sleep"):
-                await asyncio.sleep(float(kernel_source.split()[1]))
+            if kernel_source.startswith("hold"):
+                await self._release_of(kernel_source.split()[1]).wait()
             return {"evaluator": self.name, "kernel": kernel_source}
+
+        async def release(self, key: str) -> None:
+            self._release_of(key).set()
 
     return StandInEvaluator
 
@@ -148,14 +158,20 @@ async def _until(pool: EvaluatorPool, condition: Callable[[PoolLoad], bool], tim
     raise AssertionError(f"the router's load never met the condition: {load}")
 
 
+async def _release(handles: list[Any], key: str) -> None:
+    """Let the calls holding on `key` return, on each of these stand-ins (a later `hold key` returns at once)."""
+    await asyncio.gather(*[handle.release.remote(key) for handle in handles])
+
+
 def test_submissions_go_to_the_idle_evaluator_while_the_other_is_busy(pool):
     async def scenario() -> tuple[dict, list[dict]]:
-        busy = asyncio.ensure_future(pool.evaluate(PROBLEM, _source_preferring(0, 2, "sleep 3"), "tirx"))
+        busy = asyncio.ensure_future(pool.evaluate(PROBLEM, _source_preferring(0, 2, "hold busy"), "tirx"))
         await _until(pool, lambda load: load.evaluators[0].in_flight == 1)
         # Each of these prefers e0 by its hash (the tie-break among idle evaluators); load wins: they go to e1.
         quick = await asyncio.gather(*[pool.evaluate(PROBLEM, _source_preferring(0, 2, f"quick {i}"), "tirx")
                                        for i in range(3)])
         assert not busy.done(), "the long call finished before the quick ones: the test proves nothing"
+        await _release(pool.handles, "busy")
         return await busy, quick
 
     busy, quick = asyncio.run(scenario())
@@ -166,10 +182,11 @@ def test_submissions_go_to_the_idle_evaluator_while_the_other_is_busy(pool):
 
 def test_in_flight_counts_return_to_zero_after_calls_finish_and_after_one_raises(pool):
     async def scenario() -> None:
-        calls = [asyncio.ensure_future(pool.evaluate(PROBLEM, f"sleep 1 #{i}", "tirx")) for i in range(6)]
+        calls = [asyncio.ensure_future(pool.evaluate(PROBLEM, f"hold counts #{i}", "tirx")) for i in range(6)]
         # Past capacity (4), submissions wait in the router, not on an evaluator.
         load = await _until(pool, lambda load: load.in_flight + load.waiting == 6)
         assert [e.in_flight for e in load.evaluators] == [1, 3] and load.waiting == 2
+        await _release(pool.handles, "counts")
         await asyncio.gather(*calls)
         with pytest.raises(Exception, match="stand-in failure"):
             await pool.evaluate(PROBLEM, "raise", "tirx")
@@ -191,12 +208,13 @@ def test_capacity_is_the_routers_slots_and_a_copy_in_a_ray_task_counts_on_the_sa
 
         return asyncio.run(pool_copy.evaluate(PROBLEM, source, "tirx"))
 
-    ref = trial.remote(pool, "sleep 2")
+    ref = trial.remote(pool, "hold in-task")
     deadline = time.monotonic() + 30
     while pool.load().in_flight == 0:
         assert time.monotonic() < deadline, "the task's submission never reached the router"
         time.sleep(0.02)
-    assert local_ray.get(ref, timeout=30)["kernel"] == "sleep 2"
+    local_ray.get([handle.release.remote("in-task") for handle in pool.handles], timeout=30)
+    assert local_ray.get(ref, timeout=30)["kernel"] == "hold in-task"
     assert pool.load().in_flight == 0
 
 
@@ -204,7 +222,9 @@ def test_an_evaluator_dead_for_good_is_retired_and_its_submission_judged_on_anot
     pool = route_evaluators(stand_ins[2:], [1, 1])  # e2, e3; its own router, since retiring is for good
 
     async def scenario() -> dict:
-        stranded = asyncio.ensure_future(pool.evaluate(PROBLEM, _source_preferring(0, 2, "sleep 4"), "tirx"))
+        # Held on e2 until e2 is killed (so it is surely in flight then); released on e3, where it is judged again.
+        await _release(pool.handles[1:], "stranded")
+        stranded = asyncio.ensure_future(pool.evaluate(PROBLEM, _source_preferring(0, 2, "hold stranded"), "tirx"))
         await _until(pool, lambda load: load.evaluators[0].in_flight == 1)
         local_ray.kill(pool.handles[0], no_restart=True)
         return await asyncio.wait_for(stranded, 30)

@@ -21,11 +21,12 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from mkb_ray.cluster.fake import FakeCluster, NodeType, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.ray, pytest.mark.judge]   # every campaign here judges its kernels for real
 
 REPO = Path(__file__).resolve().parents[1]
 MKB = [sys.executable, "-m", "mkb_ray.cli"]
@@ -86,6 +87,61 @@ def _finish(driver: subprocess.Popen, timeout: float) -> str:
     return output
 
 
+def _node_processes(raylet: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [raylet, *raylet.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _signal_all(procs: list[psutil.Process], signum: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(signum)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def _freeze(raylet: psutil.Process) -> list[psutil.Process]:
+    """SIGSTOP a worker node: its raylet, then every process under it, until no new one appears (a process not
+    yet stopped may have started one). Returns them all."""
+    frozen: dict[int, psutil.Process] = {}
+    while True:
+        new = [p for p in _node_processes(raylet) if p.pid not in frozen]
+        if not new:
+            return list(frozen.values())
+        _signal_all(new, signal.SIGSTOP)
+        frozen.update((p.pid, p) for p in new)
+
+
+def _runs_a_trial(proc: psutil.Process) -> bool:
+    """Whether this Ray worker is executing a trial task (Ray titles a worker `ray::<task>` while it runs one,
+    `ray::IDLE` between tasks)."""
+    try:
+        title = (proc.cmdline() or [""])[0]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+    return title.startswith("ray::") and "execute_batch" in title
+
+
+def _kill_a_node_running_a_trial(cluster: FakeCluster, driver: subprocess.Popen, timeout_s: float) -> int:
+    """Kill a worker node that is running a trial task, as a lost machine goes: its raylet and every process
+    under it. Each node is frozen before it is looked at, so a trial seen running cannot finish (nor its worker
+    report back) before the kill; a node running none is let go on. Returns the raylet's pid."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert driver.poll() is None, "the campaign finished before a node running a trial could be lost"
+        for raylet in cluster.worker_raylets():
+            frozen = _freeze(raylet)
+            if any(_runs_a_trial(p) for p in frozen):
+                _signal_all(frozen, signal.SIGKILL)
+                psutil.wait_procs(frozen, timeout=10)
+                return raylet.pid
+            _signal_all(frozen, signal.SIGCONT)
+        assert time.monotonic() < deadline, "no worker node was seen running a trial task"
+        time.sleep(0.2)
+
+
 def _all_once_and_completed(run_dir: Path) -> None:
     total = _rows(run_dir, "SELECT count(*) FROM trials")[0][0]
     assert total > 0
@@ -108,8 +164,8 @@ def test_nodes_come_for_work_go_when_idle_and_a_lost_node_loses_no_trial(cluster
         peak = len(cluster.worker_raylets())
         assert wait_for(lambda: _done(run_dir) >= 2 or driver.poll() is not None, 240)
         assert driver.poll() is None, "the campaign finished before a node could be lost: make it longer"
-        cluster.kill_worker_node()   # a lost machine, while every node runs attempts (they queue on the judge)
-        output = _finish(driver, 600)
+        _kill_a_node_running_a_trial(cluster, driver, 240)   # a lost machine, while it runs an attempt
+        output = _finish(driver, 1200)
     finally:
         if driver.poll() is None:
             os.killpg(driver.pid, signal.SIGKILL)
@@ -159,7 +215,7 @@ def test_a_killed_driver_restarted_collects_what_finished_meanwhile_and_adopts_t
     finished_meanwhile = {tid: sha for tid, sha in _spooled_records(run_dir).items() if tid not in stored_at_kill}
 
     restarted = _driver(cluster, config, run_dir)
-    output = _finish(restarted, 600)
+    output = _finish(restarted, 1200)
     assert restarted.returncode == 0, output[-4000:]
     assert "launcher is still up" in output, output[-3000:]
     _all_once_and_completed(run_dir)

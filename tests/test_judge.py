@@ -6,6 +6,7 @@ import pytest
 
 from mkb_ray.judge import judge_kernel
 from mkb_ray.judge_worker.pipeline import TIMING_AUDITS
+from mkb_ray.judge_worker.work_share import PROFILED_CALLS_BEFORE_TIMING
 from mkb_ray.judge import JudgeLimits
 
 from conftest import EXAMPLE_PROBLEM, REPO
@@ -13,6 +14,7 @@ from conftest import EXAMPLE_PROBLEM, REPO
 SOLUTIONS = REPO / "problems" / "mlp_norm" / "solutions"
 
 
+@pytest.mark.judge
 def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py", "tirx",
                            "cpu", seed=11, options=fast_options)
@@ -37,6 +39,7 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     assert verdict.work_evidence["source"] == "aten_ops" and verdict.baseline_source == "measured"
 
 
+@pytest.mark.judge
 @pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
 def test_gpu_solution_without_gpu_is_compile_only(problems, fast_options, dsl, suffix):
     verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), SOLUTIONS / f"01_fused_add_rmsnorm.{suffix}.py", dsl,
@@ -47,6 +50,7 @@ def test_gpu_solution_without_gpu_is_compile_only(problems, fast_options, dsl, s
     assert "compile-only" in verdict.reason and "not executed" in verdict.reason
 
 
+@pytest.mark.judge
 def test_compile_error_is_reported_with_the_dsl_message(problems, fast_options, tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text((SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py").read_text().replace(
@@ -56,6 +60,7 @@ def test_compile_error_is_reported_with_the_dsl_message(problems, fast_options, 
     assert "compile failed" in verdict.reason
 
 
+@pytest.mark.judge
 def test_wrong_kernel_fails_correctness_with_evidence(problems, fast_options, tmp_path):
     wrong = tmp_path / "wrong.py"
     wrong.write_text((SOLUTIONS / "01_fused_add_rmsnorm.tirx_cpu.py").read_text().replace(
@@ -65,6 +70,7 @@ def test_wrong_kernel_fails_correctness_with_evidence(problems, fast_options, tm
     assert verdict.compiled and verdict.executed and "max|out-anchor|" in verdict.reason
 
 
+@pytest.mark.judge
 def test_worker_killed_by_the_timeout_gives_a_timeout_verdict(problems, fast_options, tmp_path):
     slow = tmp_path / "slow.py"
     slow.write_text("import torch\n\ndef solve(x, residual, weight):\n    while True:\n        pass\n")
@@ -73,6 +79,7 @@ def test_worker_killed_by_the_timeout_gives_a_timeout_verdict(problems, fast_opt
     assert verdict.rejected_by == "timeout" and verdict.tier == "fail" and 8 <= verdict.wall_s < 30
 
 
+@pytest.mark.judge
 @pytest.mark.gpu
 @pytest.mark.parametrize("dsl, suffix", [("cutedsl", "cutedsl"), ("tirx", "tirx")])
 def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffix):
@@ -88,6 +95,7 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
     assert "H" in (verdict.device_name or "")  # an H100/H200
 
 
+@pytest.mark.judge
 def test_partial_dsl_solution_is_accepted_and_labelled(problems, fast_options):
     kernel = REPO / "tests" / "kernels" / "partial_dsl_small_eager_part.py"
     verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), kernel, "tirx", "cpu", options=fast_options)
@@ -97,6 +105,7 @@ def test_partial_dsl_solution_is_accepted_and_labelled(problems, fast_options):
     assert "output(s) [1]" in note.detail
 
 
+@pytest.mark.judge
 def test_one_stalled_profiled_call_does_not_reject_an_honest_kernel(problems, fast_options):
     """The CI flake that made the rule a median: one profiled call whose eager part stalled read a DSL share of
     37 % and failed the judgement. The kernel stalls its eager part on the first profiled call only."""
@@ -105,11 +114,15 @@ def test_one_stalled_profiled_call_does_not_reject_an_honest_kernel(problems, fa
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     evidence = verdict.work_evidence
     assert evidence["lowest_call_share"] < 0.5, f"the stall missed the profiled call: {evidence}"
-    assert evidence["profiled_calls"] == 2 + TIMING_AUDITS and verdict.dsl_share >= 0.5
+    # The low first call was followed by a second (and a third where the machine stalled that one too); each audit
+    # profiles one call, more only while the median is below the bar. How many is the machine's business.
+    assert 2 + TIMING_AUDITS <= evidence["profiled_calls"] <= PROFILED_CALLS_BEFORE_TIMING * (1 + TIMING_AUDITS)
+    assert verdict.dsl_share >= 0.5
     first = next(c.detail for c in verdict.checks if c.name == "decoration")
-    assert "the median of 2 profiled call(s)" in first  # the low first call was followed by a second
+    assert "the median of 2 profiled call(s)" in first or "the median of 3 profiled call(s)" in first, first
 
 
+@pytest.mark.judge
 def test_dsl_doing_the_small_part_is_decoration(problems, fast_options):
     """The reverse split: the DSL adds, eager PyTorch normalises. The profile shows PyTorch doing the work."""
     verdict = judge_kernel(problems.get(EXAMPLE_PROBLEM), REPO / "tests" / "kernels" / "partial_dsl_trivial_output.py",
@@ -156,6 +169,7 @@ def test_a_timed_sample_is_its_trips_time_per_draw_and_every_draw_is_prepared_on
         time_draws(StubTimer(), prepared.append, lambda count: count, warmup=0, timed=10, per_trip=4)
 
 
+@pytest.mark.judge
 def test_a_cpu_target_solution_passes_with_five_draws_per_round_trip(problems):
     """The GPU default, exercised on the CPU target: 2 warm-up draws in one trip, 10 timed draws in two trips of 5
     (each draw in its own bank), every re-checked draw compared from its own bank."""

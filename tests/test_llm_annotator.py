@@ -21,6 +21,7 @@ from mkb_ray.claims.taxonomy import load_taxonomy
 from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records.claims import ClaimRecord, EvidenceItem
 
+from refused_port import refused_port
 from scripted_llm import Recorder
 
 TAXONOMY = load_taxonomy("mkb-11")
@@ -231,9 +232,10 @@ def test_an_endpoint_error_leaves_the_batch_unannotated_without_raising():
 
 
 def test_an_unreachable_server_leaves_every_claim_unannotated():
-    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
-    client = LLMClient(spec(), "http://127.0.0.1:9/v1", timeout_s=20, max_retries=0)
-    records = LLMAnnotator(client, TAXONOMY).annotate(claims(), EVIDENCE)
+    # A loopback port bound by this test and never listened on: the connection is refused at once.
+    with refused_port() as port:
+        client = LLMClient(spec(), f"http://127.0.0.1:{port}/v1", timeout_s=20, max_retries=0)
+        records = LLMAnnotator(client, TAXONOMY).annotate(claims(), EVIDENCE)
     check_one_record_per_claim(records, claims())
     assert all(r.status == "unannotated" and "(connection)" in r.reason for r in records)
 

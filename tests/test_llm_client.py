@@ -17,6 +17,7 @@ from mkb_ray.llm import LLMCallError, LLMClient, ScriptedReply, ToolCall
 from mkb_ray.llm.client import COST_MAP_ENV_VAR, _warn_if_price_map_may_be_fetched
 
 from conftest import REPO
+from refused_port import refused_port
 
 MESSAGES = [{"role": "user", "content": "write a kernel"}]
 
@@ -42,6 +43,16 @@ CLIENT_LOGGER = "mkb_ray.llm.client"
 
 def client_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == CLIENT_LOGGER and r.levelno == logging.WARNING]
+
+
+def warm_up_litellm() -> None:
+    """What litellm does once per process — its import, and the lazy set-up of its first mock answer and first
+    mock error — done before a test times a call: seconds on a loaded machine, and not what the test measures."""
+    client = LLMClient(api_spec(), max_retries=0, script=[ScriptedReply("warm"), ScriptedReply(error="warm")])
+    client.prepare()
+    run(client.complete(MESSAGES))
+    with pytest.raises(LLMCallError):
+        run(client.complete(MESSAGES))
 
 
 def test_api_model_reply_usage_and_per_token_cost():
@@ -117,6 +128,7 @@ def test_backoff_doubles_per_retry(caplog):
 
 def test_no_retry_whose_backoff_would_pass_the_deadline():
     client = LLMClient(api_spec(), max_retries=3, retry_backoff_s=10.0, script=[ScriptedReply(error="down")] * 4)
+    warm_up_litellm()
     started = time.monotonic()
     with pytest.raises(LLMCallError) as caught:
         run(client.complete(MESSAGES, timeout_s=5.0))
@@ -137,6 +149,7 @@ def test_non_retryable_errors_are_not_retried():
 def test_per_try_timeout_and_overall_deadline():
     slow = ScriptedReply("too late", delay_s=30)
     client = LLMClient(api_spec(), timeout_s=0.3, max_retries=1, retry_backoff_s=0.0, script=[slow, slow])
+    client.prepare()  # litellm's first import (seconds on a loaded machine) is not what the bounds below measure
     started = time.monotonic()
     with pytest.raises(LLMCallError) as caught:
         run(client.complete(MESSAGES))
@@ -159,9 +172,9 @@ def test_exhausted_script_is_an_error_not_a_hang():
 
 
 def test_unreachable_server_fails_fast_with_a_connection_error():
-    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
-    client = LLMClient(local_spec(), "http://127.0.0.1:9/v1", timeout_s=20, max_retries=0)
-    with pytest.raises(LLMCallError) as caught:
+    # A loopback port bound by this test and never listened on: the connection is refused at once.
+    with refused_port() as port, pytest.raises(LLMCallError) as caught:
+        client = LLMClient(local_spec(), f"http://127.0.0.1:{port}/v1", timeout_s=20, max_retries=0)
         run(client.complete(MESSAGES))
     assert caught.value.kind == "connection" and caught.value.latency_s < 20
 

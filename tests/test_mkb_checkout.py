@@ -168,6 +168,7 @@ def test_the_registry_reads_the_habits_of_metakernelbench_files(checkout):
     assert by_id["mlp_norm/01_double_no_smoke"].judging_refusal("cpu", None) is None
 
 
+@pytest.mark.judge
 def test_a_cuda_pinned_problem_is_refused_without_costing_a_verdict(checkout, capsys):
     if has_gpu():
         pytest.skip("this machine has a GPU: a CUDA-pinned problem is judgeable here")
@@ -216,7 +217,7 @@ def test_a_problem_without_a_smoke_preset_is_labelled_by_what_was_applied(checko
     assert production.preset == "production" and production.shapes["HIDDEN"] == 8192
 
 
-@pytest.mark.slow
+@pytest.mark.judge
 def test_the_verdict_of_a_problem_without_smoke_preset_names_the_derived_shapes(checkout):
     problem = load_problems(checkout / "problems").get("mlp_norm/01_double_no_smoke")
     verdict = judge_kernel(problem, checkout / "kernel.py", "tirx", "cpu")

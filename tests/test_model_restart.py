@@ -36,7 +36,7 @@ def _engine_pids(ray, handle) -> list[int]:
     return engines
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_a_dead_engine_is_detected_and_the_server_restarted(ray_for_serving):
     from mkb_ray.campaign.services import ModelServices
     from mkb_ray.llm.client import LLMClient

@@ -128,6 +128,8 @@ def test_setup_hook_variable_matches_ray_and_the_hook_patches_the_replica_binder
 # --- process ownership with a stand-in server (seconds, no vLLM) --------------------------------------------------
 
 # Serves GET /v1/models like vLLM and, like vLLM, spawns a child (its "engine") that it takes down on SIGTERM.
+# It serves only once the engine says it is ready, after setting up its SIGTERM handling (a stubborn engine that a
+# SIGTERM reached before its SIG_IGN was installed would die as an obedient one does, however slow the machine).
 FAKE_SERVER = textwrap.dedent("""
     import http.server, json, os, signal, subprocess, sys
     port, model, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -136,7 +138,10 @@ FAKE_SERVER = textwrap.dedent("""
         sys.exit(3)
     engine = subprocess.Popen([sys.executable, "-c", "import signal, time\\n"
                                + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\\n" if mode == "stubborn" else "")
-                               + "time.sleep(600)"])
+                               + "print('ready', flush=True)\\n"
+                               + "time.sleep(600)"], stdout=subprocess.PIPE)
+    if engine.stdout.readline().strip() != b"ready":
+        sys.exit("the engine died before it was ready")
     def on_term(signum, frame):
         engine.terminate()
         os._exit(0)
@@ -267,7 +272,7 @@ def _listeners(pids: list[int]) -> list[tuple[str, int]]:
             if c.status == psutil.CONN_LISTEN and c.pid in wanted]
 
 
-@pytest.mark.slow
+@pytest.mark.model
 def test_smollm2_served_on_cpu_answers_through_litellm_and_stops_clean(loopback_ray):
     ray = loopback_ray
     server = make_model_server(get_model("smollm2"))

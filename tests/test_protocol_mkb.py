@@ -55,15 +55,21 @@ def test_options_and_timing_method_under_the_mkb_protocol():
         JudgeOptions(protocol="kernelbench")
 
 
+# The draws' seeds, fixed: the cut breaks the global max rule as well on some draws, and which check fires first
+# then depends on the draw (a CI run drew one where ours failed the global rule before the precision metrics ran).
+# With base seed 1 the correctness draws (seeds 1-5, 101-102) hold the global rule and fail the precision cut.
+SEED = ("--seed", "1")
+
+
 def _eval(*extra: str) -> dict:
     result = subprocess.run([sys.executable, "-m", "mkb_ray.cli", "eval", CUT_PROBLEM, str(CUT_KERNEL), "--dsl",
-                             "tirx", "--device", "cpu", "--json", "--warmup", "1", "--timed", "3", *extra],
+                             "tirx", "--device", "cpu", "--json", "--warmup", "1", "--timed", "3", *SEED, *extra],
                             capture_output=True, text=True, cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
-@pytest.mark.slow
+@pytest.mark.judge
 def test_a_verdict_names_its_protocol_and_mkb_grades_as_mkb_does():
     ours, theirs = _eval(), _eval("--protocol", "mkb")
     assert ours["protocol"] == "mkb-ray" and ours["tier"] == "fail" and ours["rejected_by"] == "correctness"

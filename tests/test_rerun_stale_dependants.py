@@ -11,6 +11,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import pytest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,6 +69,7 @@ def _conditioned_on_old_skill(run_dir: Path) -> set[str]:
     return out
 
 
+@pytest.mark.ray
 def test_rerun_stale_reruns_the_finished_dependants_of_a_stale_chain_hop(tmp_path):
     run_dir = tmp_path / "run"
     _run(_config(tmp_path, "gpu"), run_dir)

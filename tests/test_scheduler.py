@@ -6,6 +6,7 @@ The trial task is injected (the scheduler's `task` seam) so that faults happen a
 attempt; outcomes are real synthetic draws. The real model-server restart is tested in test_model_restart.py."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -269,23 +270,44 @@ def test_a_restarted_driver_adopts_running_tasks_and_lets_go_of_half_stored_ones
 
 
 class _SlowProbeServices(_FlakyServices):
-    """Model "slow" has a server whose health probe hangs for `probe_s` and then reports it down; "fast" is fine."""
+    """Model "slow" has a server whose health probe hangs until `release` is set (at most `probe_s`) and then reports
+    it down; "fast" is fine. The probe's start is marked by the file `started` (Ray workers can see it)."""
 
-    def __init__(self, probe_s: float) -> None:
+    def __init__(self, release: threading.Event, started: Path, probe_s: float = 60.0) -> None:
         super().__init__()
-        self.probe_s = probe_s
+        self.release, self.started, self.probe_s = release, started, probe_s
+        self.probe_started_at = None
         self.probe_ended_at = None
 
     def healthy(self, name: str) -> bool:
         if name == "slow" and self.down:
-            time.sleep(self.probe_s)
+            self.probe_started_at = time.monotonic()
+            self.started.touch()
+            self.release.wait(self.probe_s)
             self.probe_ended_at = time.monotonic()
             return False
         return True
 
 
+def _task_waiting_for(started: Path, task, model: str = "fast", timeout_s: float = 60.0):
+    """`task`, whose trials of `model` start only once the file `started` exists (at most `timeout_s` later)."""
+    def waiting(trials, skills, ctx, spec, api_base, evaluator):
+        import time
+
+        if any(t.model == model for t in trials):
+            deadline = time.monotonic() + timeout_s
+            while not started.exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return task(trials, skills, ctx, spec, api_base, evaluator)
+    return waiting
+
+
 def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
-    """The probe runs off the loop: while it hangs for one model, the other model's trials finish."""
+    """The probe runs off the loop: while it hangs for one model, the other model's trials finish.
+
+    No timing: the fast model's trials run only once the slow probe has started, and the probe hangs until every
+    one of them is stored. Were the fast model held up by the probe, none would be stored while it hangs: the probe
+    would give up after 60 s and the fast trials would be stored after it ended."""
     slow = [replace(t, trial_id=t.trial_id.replace(MODEL, "slow", 1), model="slow",
                     skill_from=t.skill_from.replace(MODEL, "slow", 1) if t.skill_from else None)
             for t in _chain("synthetic/moe_2", 2)]
@@ -295,11 +317,13 @@ def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
     plan = Plan(slow + fast, synthetic=True)
     marks = tmp_path / "marks"
     marks.mkdir()
-    services = _SlowProbeServices(probe_s=6.0)
+    fast_stored = threading.Event()
+    services = _SlowProbeServices(fast_stored, tmp_path / "probe_started")
     ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json())
     with RunStore(tmp_path / "run") as store:
         store.record_plan(plan.trials)
-        task = _task_failing(marks, {slow[0].trial_id: 1}, error_status=True)
+        task = _task_waiting_for(tmp_path / "probe_started",
+                                 _task_failing(marks, {slow[0].trial_id: 1}, error_status=True))
         scheduler = Scheduler(plan, store, {"slow": ctx, "fast": ctx}, {"slow": 1, "fast": 1}, {},
                               services=services, settings=SchedulerSettings(synthetic_batch=1), task=task)
         finished_at = {}
@@ -311,6 +335,8 @@ def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
             original_flush(done, progress, submitter)
             for tid in set(done) - before:
                 finished_at[tid] = time.monotonic()
+            if all(t.trial_id in finished_at for t in fast):
+                fast_stored.set()
         scheduler._flush = flush_noting_times
         result = scheduler.run()
         rows = {r.trial_id: r for r in store.trial_rows()}
@@ -319,5 +345,7 @@ def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
     assert rows[slow[0].trial_id].status == "completed"
     # Every one of the fast model's hops (a chain: one after another) was stored before the slow probe ended.
     assert services.probe_ended_at is not None
+    assert all(finished_at[t.trial_id] > services.probe_started_at for t in fast), \
+        "a fast trial was stored before the slow probe began: the test proves nothing"
     assert all(finished_at[t.trial_id] < services.probe_ended_at for t in fast), \
         "the fast model waited on the slow model's health probe"

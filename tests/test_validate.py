@@ -9,7 +9,7 @@ from mkb_ray.judge.validate import validate
 from conftest import has_gpu
 
 
-@pytest.mark.slow
+@pytest.mark.judge
 def test_every_shipped_solution_is_judged_as_expected(problems, fast_options):
     if has_gpu():
         pytest.skip("on a GPU host the GPU solutions execute: .ci/gpu-check runs `mkb problems validate --device cuda`")

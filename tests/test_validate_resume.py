@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import pytest
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,6 +24,7 @@ def rows_of(report: Path) -> list[dict]:
     return json.loads(report.read_text())["rows"]
 
 
+@pytest.mark.judge
 def test_resume_keeps_finished_problems_and_validates_cut_short_ones(tmp_path: Path):
     report = tmp_path / "validate.json"
     first = validate(report)
@@ -59,6 +61,7 @@ def test_resume_keeps_finished_problems_and_validates_cut_short_ones(tmp_path: P
     assert all(r["ok"] for r in rows_of(report))
 
 
+@pytest.mark.judge
 def test_resume_needs_a_report_and_refuses_a_foreign_file(tmp_path: Path):
     no_report = subprocess.run([sys.executable, "-m", "mkb_ray.cli", "problems", "validate", "--resume"],
                                capture_output=True, text=True, cwd=REPO, timeout=120)

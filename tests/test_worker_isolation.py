@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from mkb_ray.judge_worker.request import JudgeOptions, JudgeRequest
 
 from conftest import EXAMPLE_PROBLEM, REPO
@@ -39,6 +41,7 @@ def _run_worker(kernel: str, tmp_path) -> tuple[dict, str]:
     return answer, process.stdout.decode() + process.stderr.decode()
 
 
+@pytest.mark.judge
 def test_worker_runs_without_our_parent_side_packages(tmp_path):
     kernel = str(REPO / "problems" / "mlp_norm" / "solutions" / "01_fused_add_rmsnorm.tirx_cpu.py")
     answer, log = _run_worker(kernel, tmp_path)
@@ -46,6 +49,7 @@ def test_worker_runs_without_our_parent_side_packages(tmp_path):
     assert answer["verdict"]["tier"] in ("pass", "pass2x"), answer["verdict"]["reason"]
 
 
+@pytest.mark.judge
 def test_printed_fake_verdict_is_only_log(tmp_path):
     kernel = tmp_path / "liar.py"
     kernel.write_text('import torch\n\ndef solve(x, residual, weight):\n'

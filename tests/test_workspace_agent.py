@@ -69,6 +69,7 @@ def attempt(tmp_path: Path, evaluator: Any, script: Recorder, skill_path: Path |
 
 
 @needs_bwrap
+@pytest.mark.judge
 def test_tool_calls_drive_a_passing_attempt(tmp_path: Path, evaluator: EvaluatorActor) -> None:
     script = Recorder([
         tools(call("shell", {"command": "ls; ls docs; head -n 1 TASK.md"})),
@@ -96,7 +97,8 @@ def test_tool_calls_drive_a_passing_attempt(tmp_path: Path, evaluator: Evaluator
 
     out = tmp_path / "attempt"
     assert (out / "workspace" / "kernel.py").read_text() == GOOD  # the finish reply's later `rm` never ran
-    assert [(s.counted, s.verdict.tier) for s in record.submissions] == [(True, "pass")]
+    # With 2 timed draws a preempted eager draw can make the tier pass2x (as for the final verdict below).
+    assert [(s.counted, s.verdict.tier in ("pass", "pass2x")) for s in record.submissions] == [(True, True)]
     assert record.final_verdict is not None and record.final_verdict.tier in ("pass", "pass2x")
     assert (out / "final_kernel.py").read_text() == GOOD
     assert (out / "SKILL.md").read_text().strip() == SKILL
@@ -109,6 +111,7 @@ def test_tool_calls_drive_a_passing_attempt(tmp_path: Path, evaluator: Evaluator
 
 
 @needs_bwrap
+@pytest.mark.judge
 def test_linked_kernel_is_refused_and_grace_turns_end_the_attempt(tmp_path: Path,
                                                                   evaluator: EvaluatorActor) -> None:
     source_skill = tmp_path / "source_SKILL.md"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import secrets
 import select
@@ -29,8 +30,12 @@ from typing import IO, Any, Optional
 
 import psutil
 
+from ..judge_worker.checker_template import RESULT_FD, WARM_FD
 from ..judge_worker.sandbox import ALL_DSLS
+from .device import gpu_arch
+from .forking import CheckerTemplate, ForkedChild, TemplateUnavailable
 
+logger = logging.getLogger(__name__)
 LOG_TAIL_CHARS = 4000
 POLL_S = 0.02
 PR_SET_PDEATHSIG = 1
@@ -86,9 +91,10 @@ def worker_env() -> dict[str, str]:
 
 
 class CheckerProcess:
-    """One started checker, waiting for its one message."""
+    """One started checker, waiting for its one message: spawned, or forked from a warm `CheckerTemplate`."""
 
-    def __init__(self, device: str, kernel_process: bool = True, dsls: tuple[str, ...] = ALL_DSLS) -> None:
+    def __init__(self, device: str, kernel_process: bool = True, dsls: tuple[str, ...] = ALL_DSLS,
+                 template: Optional[CheckerTemplate] = None) -> None:
         self.device, self.dsls = device, dsls
         self.read_fd, self.write_fd = os.pipe()
         self.warm_fd, warm_write_fd = os.pipe()
@@ -96,14 +102,38 @@ class CheckerProcess:
         self.log: IO[bytes] = tempfile.TemporaryFile()
         self.scratch = tempfile.TemporaryDirectory(prefix="mkb-judge-")
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "mkb_ray.judge_worker", "--device", device, "--dsls", ",".join(dsls),
-             "--warm-fd", str(warm_write_fd), *([] if kernel_process else ["--no-kernel-process"])],
-            stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            pass_fds=(self.write_fd, warm_write_fd), env=worker_env(), start_new_session=True,
-            cwd=self.scratch.name, preexec_fn=_die_with_parent)
+        self.process: "subprocess.Popen[bytes] | ForkedChild"
+        try:
+            if template is None:
+                raise TemplateUnavailable("no template")
+            self.process = self._fork(template, kernel_process, warm_write_fd)
+        except TemplateUnavailable:
+            self.child_result_fd = self.write_fd  # pass_fds keeps the number
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "mkb_ray.judge_worker", *self._argv(kernel_process, warm_write_fd)],
+                stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
+                pass_fds=(self.write_fd, warm_write_fd), env=worker_env(), start_new_session=True,
+                cwd=self.scratch.name, preexec_fn=_die_with_parent)
         os.close(self.write_fd)
         os.close(warm_write_fd)
+
+    def _argv(self, kernel_process: bool, warm_fd: int) -> list[str]:
+        return ["--device", self.device, "--dsls", ",".join(self.dsls), "--warm-fd", str(warm_fd),
+                *([] if kernel_process else ["--no-kernel-process"])]
+
+    def _fork(self, template: CheckerTemplate, kernel_process: bool, warm_write_fd: int) -> ForkedChild:
+        stdin_read, stdin_write = os.pipe()
+        try:
+            child = template.fork(self._argv(kernel_process, WARM_FD), worker_env(), self.scratch.name,
+                                  stdin=stdin_read, log=self.log.fileno(), result=self.write_fd, warm=warm_write_fd)
+        except BaseException:
+            os.close(stdin_write)
+            raise
+        finally:
+            os.close(stdin_read)
+        child.stdin = os.fdopen(stdin_write, "wb")
+        self.child_result_fd = RESULT_FD
+        return child
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -127,7 +157,8 @@ class CheckerProcess:
         reader.start()
         assert self.process.stdin is not None
         try:
-            self.process.stdin.write(json.dumps({**message, "nonce": nonce, "result_fd": self.write_fd}).encode())
+            request = {**message, "nonce": nonce, "result_fd": self.child_result_fd}
+            self.process.stdin.write(json.dumps(request).encode())
             self.process.stdin.close()
         except BrokenPipeError:
             pass
@@ -160,14 +191,31 @@ class CheckerPool:
     Safe to share across threads. A checker dies with the thread that started it (PR_SET_PDEATHSIG), so share a
     pool only among long-lived threads (an executor's). `spares=0` starts a checker per request. A pool for one
     DSL (`dsls=("tirx",)`) warms kernel processes that import only that DSL (tvm alone costs 1.3 s of CPU per
-    start here); a request in another DSL gets a fresh checker for its own DSL."""
+    start here); a request in another DSL gets a fresh checker for its own DSL.
 
-    def __init__(self, device: str = "cpu", spares: int = 1, dsls: tuple[str, ...] = ALL_DSLS) -> None:
+    Where no GPU executes (`device="cpu"`, or a machine without one), checkers are forked from a warm template
+    (`forking.CheckerTemplate`: torch imported once per pool, not once per checker); on a GPU host they are spawned,
+    since a CUDA context does not survive fork. `fork_checkers` overrides that choice (False: always spawn)."""
+
+    def __init__(self, device: str = "cpu", spares: int = 1, dsls: tuple[str, ...] = ALL_DSLS,
+                 fork_checkers: Optional[bool] = None) -> None:
         self.device, self.spares, self.dsls = device, spares, dsls
         self._ready: list[CheckerProcess] = []
         self._lock = threading.Lock()
+        if fork_checkers is None:
+            fork_checkers = device == "cpu" or gpu_arch() is None
+        self._template = CheckerTemplate(worker_env(), _die_with_parent) if fork_checkers else None
         with self._lock:
             self._fill()
+
+    def start_checker(self, device: str, dsls: tuple[str, ...] = ALL_DSLS, kernel_process: bool = True
+                      ) -> CheckerProcess:
+        """A new checker for `device`: forked from this pool's template when it has a live one for that device."""
+        template = self._template if self._template is not None and device == self.device else None
+        if template is not None and not template.alive():
+            logger.warning("the checker template of a %s pool ended; spawning checkers from now on", self.device)
+            self._template = template = None
+        return CheckerProcess(device, kernel_process=kernel_process, dsls=dsls, template=template)
 
     def _drop_dead(self) -> None:
         """Forget spares that died (the caller holds the lock)."""
@@ -176,17 +224,17 @@ class CheckerPool:
     def _fill(self) -> None:
         self._drop_dead()
         while len(self._ready) < self.spares:
-            self._ready.append(CheckerProcess(self.device, dsls=self.dsls))
+            self._ready.append(self.start_checker(self.device, self.dsls))
 
     def take(self, device: str, dsl: Optional[str] = None) -> CheckerProcess:
         """A warm spare (or a fresh checker when none is left). Its replacement is not started here but by
         `replenish`, once the judgement is over: a checker starting up (importing torch and both DSLs) beside a
         kernel's timed draws slowed them by up to 8x on 2 cores (benchmarks/timing_noise.py, spares 1 vs 0)."""
         if device != self.device or (dsl is not None and dsl not in self.dsls):
-            return CheckerProcess(device, dsls=(dsl,) if dsl in ALL_DSLS else ALL_DSLS)
+            return self.start_checker(device, (dsl,) if dsl in ALL_DSLS else ALL_DSLS)
         with self._lock:
             self._drop_dead()
-            return self._ready.pop(0) if self._ready else CheckerProcess(device, dsls=self.dsls)
+            return self._ready.pop(0) if self._ready else self.start_checker(device, self.dsls)
 
     def wait_warm(self, timeout_s: float = 120.0) -> bool:
         """Wait until the next spare `take` would hand out has finished starting; False when there is none or it
@@ -206,6 +254,9 @@ class CheckerPool:
             for checker in self._ready:
                 checker.close()
             self._ready = []
+            if self._template is not None:
+                self._template.close()  # it ends once the checkers taken from it have been waited for
+                self._template = None
 
     def __enter__(self) -> "CheckerPool":
         return self
@@ -214,11 +265,13 @@ class CheckerPool:
         self.close()
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: "subprocess.Popen[bytes] | ForkedChild") -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    if process.poll() is None:  # not yet a group leader (a fork that has not reached setsid)
+        process.kill()
     process.wait()
 
 
@@ -264,7 +317,8 @@ def run_worker(message: dict[str, Any], limits: JudgeLimits, pool: Optional[Chec
                device: str = "cpu") -> WorkerOutcome:
     """Send `message` (with 'request' and 'mode') to a checker (a pool's spare, or a fresh one) and wait."""
     if message.get("mode") == "screen":  # no candidate: no kernel process
-        checker = CheckerProcess(device, kernel_process=False)
+        checker = (pool.start_checker(device, kernel_process=False) if pool is not None
+                   else CheckerProcess(device, kernel_process=False))
         return checker.run(message, limits)
     if pool is None:
         return CheckerProcess(device).run(message, limits)

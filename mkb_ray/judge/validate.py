@@ -55,14 +55,21 @@ def finished_problems(rows: Sequence[ValidationRow], variants: Sequence[str]) ->
     return {pid for pid, got in seen.items() if "refused" in got or {"screens", *variants} <= got}
 
 
+def screen_device(device: str) -> str:
+    """Where a problem is screened: on `device`, or on the CPU where GPU solutions only compile."""
+    return "cpu" if device == "cuda" and gpu_arch() is None else device
+
+
 def screen_problem(problem: Problem, device: str, limits: JudgeLimits,
-                   device_lock: Optional[Path] = None) -> ValidationRow:
-    if device == "cuda" and gpu_arch() is None:  # GPU solutions only compile here; the problem is screened on the CPU
-        device = "cpu"
+                   device_lock: Optional[Path] = None, pool: Optional[CheckerPool] = None) -> ValidationRow:
+    """The problem's validity screens, in a checker of their own (forked from `pool`'s template when it has one
+    for the screening device)."""
+    device = screen_device(device)
     request = {"problem_path": str(problem.path), "problem_id": problem.problem_id,
                "preset": default_preset(device), "device": device, "seed": secrets.randbelow(2**31),
                "device_lock": str(device_lock) if device_lock else None}
-    outcome = run_worker({"request": request, "mode": "screen"}, limits)
+    outcome = run_worker({"request": request, "mode": "screen"}, limits,
+                         pool if pool is not None and pool.device == device else None, device)
     answer = outcome.payload
     if answer is None or "error" in answer:
         detail = (answer["error"] if answer
@@ -153,13 +160,15 @@ def _validate_shard(chosen: Sequence[Problem], device: str, wanted: Sequence[str
     # validation (both GPU variants share them).
     baselines = tempfile.TemporaryDirectory(prefix="mkb-validate-baselines-")
     pools = {key: CheckerPool(key[0], spares=1, dsls=(key[1],)) for key in {_pool_key(v, device) for v in wanted}}
+    screen_pool = next((pool for (pool_device, _), pool in pools.items() if pool_device == screen_device(device)),
+                       None)
     try:
         for problem in chosen:
             refusal = problem.judging_refusal(device, gpu_arch())
             if refusal:  # nothing of it can run here: one row that says why, not four misleading failures
                 emit(problem, ValidationRow(problem.problem_id, "refused", False, refusal))
                 continue
-            emit(problem, screen_problem(problem, device, limits, device_lock))
+            emit(problem, screen_problem(problem, device, limits, device_lock, screen_pool))
             missing = [v for v in wanted if v not in problem.solutions]
             if missing:
                 emit(problem, ValidationRow(problem.problem_id, "solutions", False,

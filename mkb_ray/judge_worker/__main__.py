@@ -34,7 +34,8 @@ def main() -> int:
         from .session import READY_TIMEOUT_S
 
         on_gpu = device == "cuda" and torch.cuda.is_available()
-        process = KernelProcess(on_gpu, writable=_writable_caches(), dsls=dsls)
+        # A GPU kernel where there is no GPU is compiled, never profiled (compile-only verdict).
+        process = KernelProcess(on_gpu, writable=_writable_caches(), dsls=dsls, profiled=on_gpu or device == "cpu")
         try:
             process.wait_ready(READY_TIMEOUT_S)
             started = True

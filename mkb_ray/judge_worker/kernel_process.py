@@ -63,7 +63,7 @@ class KernelProcess:
     """One sandboxed `python -m mkb_ray.kernel_runner`, used for one candidate (or one baseline) and discarded."""
 
     def __init__(self, on_gpu: bool, limits: SandboxLimits = SandboxLimits(), writable: tuple[str, ...] = (),
-                 role: str = "kernel", dsls: tuple[str, ...] = ALL_DSLS) -> None:
+                 role: str = "kernel", dsls: tuple[str, ...] = ALL_DSLS, profiled: bool = True) -> None:
         self.on_gpu, self.role = on_gpu, role
         self.staging = Path(tempfile.mkdtemp(prefix=f"mkb-{role}-", dir="/dev/shm" if os.path.isdir("/dev/shm")
                                              else None))
@@ -71,7 +71,7 @@ class KernelProcess:
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             build_argv(self.staging, on_gpu, limits, writable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits, role, dsls),
+            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits, role, dsls, profiled),
             start_new_session=True)
         assert self.process.stderr is not None and self.process.stdout is not None
         self.log = _LogTail(os.dup(self.process.stderr.fileno()))
