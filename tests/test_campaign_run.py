@@ -164,6 +164,7 @@ def test_stale_trials_are_reported_and_rerun_only_when_asked(tmp_path):
     ("name: bad\nmodels: [no-such-model]\nbenchmark: {arms: [solo_tirx]}\n", "no-such-model"),
     ("name: bad\nmodels: [smollm2\n", "invalid YAML"),
 ])
+@pytest.mark.ray  # it runs `mkb run`, which refuses these before starting Ray; conftest marks by the command
 def test_a_malformed_config_is_refused_naming_file_and_field(tmp_path, body, field):
     config = _write(tmp_path / "bad.yaml", body)
     result = _run(config, tmp_path / "run", timeout=60)
