@@ -48,9 +48,13 @@ class UndeclaredNeed(RuntimeError):
     """A test started something its markers do not declare."""
 
 
+def _undeclared(need: str, what: str) -> UndeclaredNeed:
+    return UndeclaredNeed(f"this test {what} but is not marked `{need}` (pytest.mark.{need}; see tests/conftest.py)")
+
+
 def _refuse(need: str, what: str):
     def refused(*args, **kwargs):
-        raise UndeclaredNeed(f"this test {what} but is not marked `{need}` (pytest.mark.{need}; see tests/conftest.py)")
+        raise _undeclared(need, what)
     return refused
 
 
@@ -86,9 +90,7 @@ def _audit_subprocesses(event: str, args: tuple) -> None:
     argv = [str(a) for a in args[1]] if isinstance(args[1], (list, tuple)) else [str(args[1])]
     missing = _subprocess_needs(argv) - _DeclaredNeeds.current
     if missing:
-        need = sorted(missing)[0]
-        raise UndeclaredNeed(f"this test runs {' '.join(argv)[:120]!r}, which needs `{need}`, but is not marked "
-                             f"so (pytest.mark.{need}; see tests/conftest.py)")
+        raise _undeclared(sorted(missing)[0], f"runs {' '.join(argv)[:120]!r}")
 
 
 sys.addaudithook(_audit_subprocesses)  # hooks live as long as the interpreter: it reads the test's needs above

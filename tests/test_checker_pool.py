@@ -65,7 +65,9 @@ def test_the_sandbox_env_names_the_dsl_modules_and_a_baseline_imports_none():
     assert sandbox_env(False, limits)["MKB_RUNNER_IMPORT_DSLS"] == "cutlass.cute,tvm"
     assert sandbox_env(False, limits, dsls=("tirx",))["MKB_RUNNER_IMPORT_DSLS"] == "tvm"
     baseline = sandbox_env(False, limits, role="baseline")
-    assert baseline["MKB_RUNNER_IMPORT_DSLS"] == "" and baseline["MKB_RUNNER_ROLE"] == "baseline"
+    assert baseline["MKB_RUNNER_IMPORT_DSLS"] == "" and baseline["MKB_RUNNER_PROFILER_WARMUP"] == "0"
+    assert sandbox_env(False, limits)["MKB_RUNNER_PROFILER_WARMUP"] == "1"
+    assert sandbox_env(False, limits, profiled=False)["MKB_RUNNER_PROFILER_WARMUP"] == "0"  # compile-only
 
 
 def test_importing_the_other_dsl_after_the_guard_is_set_trips_nothing():

@@ -102,12 +102,13 @@ class CheckerProcess:
         self.log: IO[bytes] = tempfile.TemporaryFile()
         self.scratch = tempfile.TemporaryDirectory(prefix="mkb-judge-")
         self.started = time.perf_counter()
-        self.process: "subprocess.Popen[bytes] | ForkedChild"
-        try:
-            if template is None:
-                raise TemplateUnavailable("no template")
-            self.process = self._fork(template, kernel_process, warm_write_fd)
-        except TemplateUnavailable:
+        self.process: "subprocess.Popen[bytes] | ForkedChild | None" = None
+        if template is not None:
+            try:
+                self.process = self._fork(template, kernel_process, warm_write_fd)
+            except TemplateUnavailable as gone:
+                logger.warning("spawning a checker: %s", gone)
+        if self.process is None:
             self.child_result_fd = self.write_fd  # pass_fds keeps the number
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "mkb_ray.judge_worker", *self._argv(kernel_process, warm_write_fd)],

@@ -68,8 +68,7 @@ def screen_problem(problem: Problem, device: str, limits: JudgeLimits,
     request = {"problem_path": str(problem.path), "problem_id": problem.problem_id,
                "preset": default_preset(device), "device": device, "seed": secrets.randbelow(2**31),
                "device_lock": str(device_lock) if device_lock else None}
-    outcome = run_worker({"request": request, "mode": "screen"}, limits,
-                         pool if pool is not None and pool.device == device else None, device)
+    outcome = run_worker({"request": request, "mode": "screen"}, limits, pool, device)
     answer = outcome.payload
     if answer is None or "error" in answer:
         detail = (answer["error"] if answer

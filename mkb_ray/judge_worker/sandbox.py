@@ -166,7 +166,7 @@ def sandbox_env(on_gpu: bool, limits: SandboxLimits, role: str = "kernel",
         "CUTE_DSL_ARCH": os.environ.get("CUTE_DSL_ARCH", "sm_90a"),
         "TORCHINDUCTOR_CACHE_DIR": f"{scratch}/inductor", "TRITON_CACHE_DIR": f"{scratch}/triton",
         "MKB_RUNNER_RLIMITS": json.dumps(rlimits), "MKB_RUNNER_DEVICE": "cuda" if on_gpu else "cpu",
-        "MKB_RUNNER_ROLE": role, "MKB_RUNNER_PROFILER_WARMUP": "1" if role == "kernel" and profiled else "0",
+        "MKB_RUNNER_PROFILER_WARMUP": "1" if role == "kernel" and profiled else "0",
         "MKB_RUNNER_IMPORT_DSLS": ",".join(DSL_MODULES[d] for d in dsls) if role == "kernel" else "",
     }
     for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
