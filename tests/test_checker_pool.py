@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from mkb_ray.judge import CheckerPool
+from mkb_ray.judge.kernel_template import monitor_pid
 from mkb_ray.judge.process import CheckerProcess
 
 
@@ -19,9 +20,15 @@ def test_spare_says_warm_once_its_kernel_process_is_up():
         assert pool.wait_warm(120), "a healthy spare never said it was warm"
         spare = pool._ready[0]
         assert spare.alive() and spare.warm(), "warm is not sticky"
-        # The kernel process (bubblewrap and the runner under it) runs beside the waiting checker.
-        children = psutil.Process(spare.process.pid).children(recursive=True)
-        assert any("kernel_runner" in " ".join(c.cmdline()) for c in children), [c.cmdline() for c in children]
+        # The kernel process runs beside the waiting checker: under it (bubblewrap and the runner), or forked from
+        # the pool's kernel template (a monitor and the runner under it).
+        if spare.kernel_pidfd is not None:
+            monitor = psutil.Process(monitor_pid(spare.kernel_pidfd))
+            tree = [monitor, *monitor.children(recursive=True)]
+        else:
+            tree = psutil.Process(spare.process.pid).children(recursive=True)
+        assert len(tree) >= 2 and any("kernel_runner" in " ".join(c.cmdline()) for c in tree), \
+            [c.cmdline() for c in tree]
 
 
 @pytest.mark.judge

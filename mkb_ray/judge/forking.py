@@ -11,14 +11,14 @@ import json
 import logging
 import os
 import select
-import signal
 import socket
 import subprocess
 import sys
 import threading
 from typing import IO, Any, Optional
 
-from ..judge_worker.checker_template import MAX_MESSAGE_BYTES, PASSED_FDS
+from ..judge_worker.checker_template import KERNEL_FDS, MAX_MESSAGE_BYTES
+from ..judge_worker.kernel_process import kill_pidfd
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
@@ -63,11 +63,12 @@ class CheckerTemplate:
         return answer
 
     def fork(self, argv: list[str], env: dict[str, str], cwd: str, stdin: int, log: int, result: int,
-             warm: int) -> "ForkedChild":
+             warm: int, kernel_fds: tuple[int, ...] = ()) -> "ForkedChild":
         """A new checker running `python -m mkb_ray.judge_worker <argv>` in `cwd` with `env`; the four descriptors
-        become its stdin, stdout+stderr, result pipe (fd 3) and warm pipe (fd 4)."""
-        fds = (stdin, log, result, warm)
-        assert len(fds) == PASSED_FDS
+        become its stdin, stdout+stderr, result pipe (fd 3) and warm pipe (fd 4), and `kernel_fds` (a kernel
+        process forked for it) fds KERNEL_FIRST_FD on."""
+        fds = (stdin, log, result, warm, *kernel_fds)
+        assert len(kernel_fds) in (0, KERNEL_FDS)
         with self._lock:
             if self._closing:
                 raise TemplateUnavailable("the checker template is closing")
@@ -100,11 +101,16 @@ class CheckerTemplate:
 
     def _shut(self) -> None:
         self._control.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_template(self.process)
+
+
+def end_template(process: subprocess.Popen) -> None:
+    """Wait for a template whose control socket we closed (it exits then), or kill it."""
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 class ForkedChild:
@@ -133,10 +139,7 @@ class ForkedChild:
     def kill(self) -> None:
         """SIGKILL the fork itself (its group may not exist yet: a fork just made has not yet called setsid)."""
         if self._pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_pidfd(self._pidfd)
 
     def poll(self) -> Optional[int]:
         self._ended(0.0)

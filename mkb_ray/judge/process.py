@@ -30,10 +30,12 @@ from typing import IO, Any, Optional
 
 import psutil
 
-from ..judge_worker.checker_template import RESULT_FD, WARM_FD
-from ..judge_worker.sandbox import ALL_DSLS
+from ..judge_worker.checker_template import KERNEL_FIRST_FD, RESULT_FD, WARM_FD
+from ..judge_worker.kernel_process import ForkedChannels, kill_pidfd
+from ..judge_worker.sandbox import ALL_DSLS, SandboxUnavailable
 from .device import gpu_arch
 from .forking import CheckerTemplate, ForkedChild, TemplateUnavailable
+from .kernel_template import KernelTemplate, monitor_pid
 
 logger = logging.getLogger(__name__)
 LOG_TAIL_CHARS = 4000
@@ -94,8 +96,11 @@ class CheckerProcess:
     """One started checker, waiting for its one message: spawned, or forked from a warm `CheckerTemplate`."""
 
     def __init__(self, device: str, kernel_process: bool = True, dsls: tuple[str, ...] = ALL_DSLS,
-                 template: Optional[CheckerTemplate] = None) -> None:
+                 template: Optional[CheckerTemplate] = None, kernel: Optional[ForkedChannels] = None) -> None:
+        """`kernel`: a kernel process already forked for this checker (only with `template`); the checker takes
+        its channels, we keep a pidfd of it to count its memory and to kill it with the checker."""
         self.device, self.dsls = device, dsls
+        self.kernel_pidfd: Optional[int] = None
         self.read_fd, self.write_fd = os.pipe()
         self.warm_fd, warm_write_fd = os.pipe()
         self._warm = False
@@ -105,9 +110,16 @@ class CheckerProcess:
         self.process: "subprocess.Popen[bytes] | ForkedChild | None" = None
         if template is not None:
             try:
-                self.process = self._fork(template, kernel_process, warm_write_fd)
+                self.process = self._fork(template, kernel_process, warm_write_fd, kernel)
             except TemplateUnavailable as gone:
                 logger.warning("spawning a checker: %s", gone)
+        if kernel is not None:
+            if self.process is not None:
+                self.kernel_pidfd = os.dup(kernel.pidfd)
+            else:  # the spawned checker starts a kernel process of its own: this one ends unused
+                kill_pidfd(kernel.pidfd)
+            for fd in kernel.fds:
+                os.close(fd)
         if self.process is None:
             self.child_result_fd = self.write_fd  # pass_fds keeps the number
             self.process = subprocess.Popen(
@@ -122,11 +134,16 @@ class CheckerProcess:
         return ["--device", self.device, "--dsls", ",".join(self.dsls), "--warm-fd", str(warm_fd),
                 *([] if kernel_process else ["--no-kernel-process"])]
 
-    def _fork(self, template: CheckerTemplate, kernel_process: bool, warm_write_fd: int) -> ForkedChild:
+    def _fork(self, template: CheckerTemplate, kernel_process: bool, warm_write_fd: int,
+              kernel: Optional[ForkedChannels]) -> ForkedChild:
         stdin_read, stdin_write = os.pipe()
+        argv = self._argv(kernel_process, WARM_FD)
+        if kernel is not None:
+            argv += ["--kernel-fds", str(KERNEL_FIRST_FD), "--kernel-staging", str(kernel.staging)]
         try:
-            child = template.fork(self._argv(kernel_process, WARM_FD), worker_env(), self.scratch.name,
-                                  stdin=stdin_read, log=self.log.fileno(), result=self.write_fd, warm=warm_write_fd)
+            child = template.fork(argv, worker_env(), self.scratch.name, stdin=stdin_read, log=self.log.fileno(),
+                                  result=self.write_fd, warm=warm_write_fd,
+                                  kernel_fds=kernel.fds if kernel is not None else ())
         except BaseException:
             os.close(stdin_write)
             raise
@@ -163,7 +180,7 @@ class CheckerProcess:
             self.process.stdin.close()
         except BrokenPipeError:
             pass
-        killed_for = _supervise(self.process, limits)
+        killed_for = _supervise(self.process, limits, self.kernel_pidfd)
         reader.join(timeout=5)
         self.log.seek(0)
         log_tail = self.log.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
@@ -174,6 +191,10 @@ class CheckerProcess:
     def close(self) -> None:
         if self.process.poll() is None:
             _kill_group(self.process)
+        if self.kernel_pidfd is not None:  # its lifeline closed with the checker; this makes the end immediate
+            kill_pidfd(self.kernel_pidfd)
+            os.close(self.kernel_pidfd)
+            self.kernel_pidfd = None
         if self.warm_fd >= 0:
             os.close(self.warm_fd)
             self.warm_fd = -1
@@ -195,8 +216,10 @@ class CheckerPool:
     start here); a request in another DSL gets a fresh checker for its own DSL.
 
     Where no GPU executes (`device="cpu"`, or a machine without one), checkers are forked from a warm template
-    (`forking.CheckerTemplate`: torch imported once per pool, not once per checker); on a GPU host they are spawned,
-    since a CUDA context does not survive fork. `fork_checkers` overrides that choice (False: always spawn)."""
+    (`forking.CheckerTemplate`: torch imported once per pool, not once per checker), and so are their kernel
+    processes (`kernel_template.KernelTemplate`: torch and the DSL imported once per pool, inside the sandbox); on a
+    GPU host both are spawned, since a CUDA context does not survive fork. `fork_checkers` overrides that choice
+    (False: always spawn)."""
 
     def __init__(self, device: str = "cpu", spares: int = 1, dsls: tuple[str, ...] = ALL_DSLS,
                  fork_checkers: Optional[bool] = None) -> None:
@@ -206,17 +229,39 @@ class CheckerPool:
         if fork_checkers is None:
             fork_checkers = device == "cpu" or gpu_arch() is None
         self._template = CheckerTemplate(worker_env(), _die_with_parent) if fork_checkers else None
+        # Kernel processes are forked too wherever checkers are: there they run on the CPU (a CUDA context does not
+        # survive fork). Profiled unless they only compile (a GPU kernel where no GPU is).
+        self._kernel_template = _start_kernel_template(dsls, profiled=device == "cpu") if fork_checkers else None
         with self._lock:
             self._fill()
 
     def start_checker(self, device: str, dsls: tuple[str, ...] = ALL_DSLS, kernel_process: bool = True
                       ) -> CheckerProcess:
-        """A new checker for `device`: forked from this pool's template when it has a live one for that device."""
+        """A new checker for `device`: forked from this pool's template when it has a live one for that device,
+        with a kernel process forked from the pool's kernel template when that imports the same DSLs."""
         template = self._template if self._template is not None and device == self.device else None
         if template is not None and not template.alive():
             logger.warning("the checker template of a %s pool ended; spawning checkers from now on", self.device)
             self._template = template = None
-        return CheckerProcess(device, kernel_process=kernel_process, dsls=dsls, template=template)
+        kernel = None
+        if template is not None and kernel_process and tuple(dsls) == tuple(self.dsls):
+            kernel = self._fork_kernel()
+        return CheckerProcess(device, kernel_process=kernel_process, dsls=dsls, template=template, kernel=kernel)
+
+    def _fork_kernel(self) -> Optional[ForkedChannels]:
+        """A kernel process from the kernel template, or None (then the checker starts its own)."""
+        kernel_template = self._kernel_template
+        if kernel_template is None:
+            return None
+        try:
+            if not kernel_template.alive():
+                raise TemplateUnavailable("it ended")
+            return kernel_template.fork()
+        except TemplateUnavailable as gone:
+            logger.warning("kernel processes of a %s pool are spawned from now on: %s", self.device, gone)
+            self._kernel_template = None
+            kernel_template.close()
+            return None
 
     def _drop_dead(self) -> None:
         """Forget spares that died (the caller holds the lock)."""
@@ -258,6 +303,9 @@ class CheckerPool:
             if self._template is not None:
                 self._template.close()  # it ends once the checkers taken from it have been waited for
                 self._template = None
+            if self._kernel_template is not None:
+                self._kernel_template.close()  # likewise, once the kernel processes forked from it have ended
+                self._kernel_template = None
 
     def __enter__(self) -> "CheckerPool":
         return self
@@ -285,22 +333,44 @@ def _drain(fd: int, chunks: list[bytes]) -> None:
             chunks.append(data)
 
 
-def _supervise(process: subprocess.Popen, limits: JudgeLimits) -> Optional[str]:
+def _supervise(process: "subprocess.Popen[bytes] | ForkedChild", limits: JudgeLimits,
+               kernel_pidfd: Optional[int] = None) -> Optional[str]:
+    """Wait for the checker within the limits; its memory counts its kernel process's, forked (`kernel_pidfd`:
+    not a descendant of the checker) or not."""
     deadline = time.monotonic() + limits.timeout_s
     next_memory_check = 0.0
+    killed_for = None
     while process.poll() is None:
         now = time.monotonic()
         if now > deadline:
-            _kill_group(process)
-            return "timeout"
+            killed_for = "timeout"
+            break
         if now >= next_memory_check:
             next_memory_check = now + 0.25
-            if _process_tree_rss_mb(process.pid) > limits.memory_mb:
-                _kill_group(process)
-                return "memory_limit"
+            kernel_pid = monitor_pid(kernel_pidfd)
+            used = _process_tree_rss_mb(process.pid) + (_process_tree_rss_mb(kernel_pid) if kernel_pid else 0.0)
+            if used > limits.memory_mb:
+                killed_for = "memory_limit"
+                break
         time.sleep(POLL_S)
     _kill_group(process)  # anything the worker left in its session goes with it
-    return None
+    if kernel_pidfd is not None:
+        kill_pidfd(kernel_pidfd)
+    return killed_for
+
+
+def _start_kernel_template(dsls: tuple[str, ...], profiled: bool) -> Optional[KernelTemplate]:
+    """A pool's kernel-process template, or None where it cannot start (no bubblewrap: the checker's own start
+    of a kernel process then reports why)."""
+    from ..judge_worker.__main__ import writable_caches
+
+    env = worker_env()
+    try:
+        return KernelTemplate(dsls, profiled, writable=writable_caches(env.get("MKB_PTX_CACHE_DIR")),
+                              preexec_fn=_die_with_parent)
+    except SandboxUnavailable as missing:
+        logger.warning("no kernel-process template: %s", missing)
+        return None
 
 
 def _parse_answer(raw: bytes, nonce: str) -> Optional[dict[str, Any]]:

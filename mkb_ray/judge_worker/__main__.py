@@ -2,7 +2,8 @@
 
 Warm start: the checker imports torch and the pipeline and starts its sandboxed kernel process (which imports
 torch and the DSLs named by `--dsls`, default both) *before* it is given work, so a pool of spares
-(`mkb_ray.judge.pool`) hides both starts.
+(`mkb_ray.judge.process.CheckerPool`) hides both starts. A pool that forks its kernel processes from a template
+hands this checker one instead (`--kernel-fds`, `--kernel-staging`).
 When both are done it writes one byte, b"w", on the inherited pipe `--warm-fd` and closes it (the pool's sign
 that this spare is warm; b"x" if the kernel process failed to start, which the judgement will then report).
 Then the parent writes one JSON object to stdin — {"request": {...}, "nonce": str, "result_fd": int,
@@ -14,8 +15,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 from .sandbox import ALL_DSLS
+
+if TYPE_CHECKING:
+    from .kernel_process import ForkedChannels
+
+KERNEL_CHANNEL_FDS = 6  # ForkedChannels.fds
 
 
 def main() -> int:
@@ -35,7 +43,8 @@ def main() -> int:
 
         on_gpu = device == "cuda" and torch.cuda.is_available()
         # A GPU kernel where there is no GPU is compiled, never profiled (compile-only verdict).
-        process = KernelProcess(on_gpu, writable=_writable_caches(), dsls=dsls, profiled=on_gpu or device == "cpu")
+        process = KernelProcess(on_gpu, writable=writable_caches(os.environ.get("MKB_PTX_CACHE_DIR")), dsls=dsls,
+                                profiled=on_gpu or device == "cpu", forked=_forked_channels())
         try:
             process.wait_ready(READY_TIMEOUT_S)
             started = True
@@ -91,10 +100,21 @@ def _say_warm(fd: "int | None", byte: bytes) -> None:
         pass
 
 
-def _writable_caches() -> tuple[str, ...]:
+def _forked_channels() -> "Optional[ForkedChannels]":
+    """The kernel process the pool forked for this checker from its template (`--kernel-fds FIRST` and
+    `--kernel-staging DIR`: six descriptors from FIRST on, in `ForkedChannels` order), or None: start one."""
+    if "--kernel-fds" not in sys.argv:
+        return None
+    from .kernel_process import ForkedChannels
+
+    first = int(sys.argv[sys.argv.index("--kernel-fds") + 1])
+    staging = Path(sys.argv[sys.argv.index("--kernel-staging") + 1])
+    return ForkedChannels(*range(first, first + KERNEL_CHANNEL_FDS), staging=staging)
+
+
+def writable_caches(path: "str | None") -> tuple[str, ...]:
     """The PTX cache (keyed by source hash; it only informs compile_only verdicts) is the one shared directory
     a kernel process may write."""
-    path = os.environ.get("MKB_PTX_CACHE_DIR")
     if not path:
         return ()
     os.makedirs(path, exist_ok=True)

@@ -21,7 +21,8 @@ What the template is (the trust argument, also in problems/CONTRACT.md, "Trust m
   `mkb_ray.judge.process`). The template never touches CUDA.
 
 Control protocol (a SOCK_SEQPACKET socket, one JSON message per packet):
-    {"op": "fork", "argv": [...], "env": {...}, "cwd": str} + 4 fds (stdin, log, result, warm)  ->  {"pid": int}
+    {"op": "fork", "argv": [...], "env": {...}, "cwd": str} + 4 fds (stdin, log, result, warm), and optionally
+        the 6 of a kernel process forked for this checker  ->  {"pid": int}
     {"op": "wait", "pid": int}  ->  {"returncode": int}
 The template says {"ready": true} once its imports are done, and exits when the socket closes.
 """
@@ -36,9 +37,11 @@ import socket
 import sys
 import traceback
 
-# Where the four passed descriptors land in a fork: what `judge_worker.__main__` is told to use.
+# Where the four passed descriptors land in a fork: what `judge_worker.__main__` is told to use. A fork may be
+# passed a kernel process forked for it too (`ForkedChannels`, six more): those land from KERNEL_FIRST_FD on.
 STDIN_FD, LOG_FD, RESULT_FD, WARM_FD = 0, 1, 3, 4
 PASSED_FDS = 4
+KERNEL_FIRST_FD, KERNEL_FDS = 5, 6
 MAX_MESSAGE_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
 
@@ -56,15 +59,16 @@ def _become_checker(template_pid: int, fds: list[int], request: dict) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         if os.getppid() != template_pid:  # the template ended before the line above took effect
             os._exit(1)
-        stdin, log, result, warm = fds
         # Copies above every number used below first, so no passed fd is overwritten before it is copied.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, WARM_FD + 1) for fd in (stdin, log, result, warm)]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, KERNEL_FIRST_FD + KERNEL_FDS) for fd in fds]
         os.dup2(high[0], STDIN_FD)
         os.dup2(high[1], LOG_FD)
         os.dup2(high[1], 2)
         os.dup2(high[2], RESULT_FD)
         os.dup2(high[3], WARM_FD)
-        os.closerange(WARM_FD + 1, os.sysconf("SC_OPEN_MAX"))
+        for number, fd in enumerate(high[PASSED_FDS:], start=KERNEL_FIRST_FD):
+            os.dup2(fd, number)
+        os.closerange(WARM_FD + 1 + len(high) - PASSED_FDS, os.sysconf("SC_OPEN_MAX"))
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -87,17 +91,18 @@ def serve(control: socket.socket) -> None:
     template_pid = os.getpid()
     while True:
         try:
-            raw, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE_BYTES, PASSED_FDS)
+            raw, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE_BYTES, PASSED_FDS + KERNEL_FDS)
         except (ConnectionResetError, OSError):
             return
         if not raw:  # the parent closed the socket: no more checkers from this template
             return
         request = json.loads(raw)
         if request.get("op") == "fork":
-            if len(fds) != PASSED_FDS:
+            if len(fds) not in (PASSED_FDS, PASSED_FDS + KERNEL_FDS):
                 for fd in fds:
                     os.close(fd)
-                control.send(json.dumps({"error": f"fork needs {PASSED_FDS} descriptors, got {len(fds)}"}).encode())
+                control.send(json.dumps({"error": f"fork needs {PASSED_FDS} descriptors (or {KERNEL_FDS} more), "
+                                                  f"got {len(fds)}"}).encode())
                 continue
             sys.stdout.flush()
             sys.stderr.flush()

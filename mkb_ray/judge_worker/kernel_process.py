@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -59,24 +60,107 @@ class _LogTail:
         self._thread.join(timeout_s)
 
 
+@dataclass(frozen=True)
+class ForkedChannels:
+    """A kernel process forked from a template (`mkb_ray.kernel_runner.template`), as its checker receives it:
+    descriptors for its stdin, stdout and stderr, a pidfd of its monitor, the monitor's status pipe and the
+    lifeline whose closing ends it; `staging` is its directories' parent on this side of the sandbox."""
+
+    stdin: int
+    stdout: int
+    stderr: int
+    pidfd: int
+    status: int
+    lifeline: int
+    staging: Path
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        return (self.stdin, self.stdout, self.stderr, self.pidfd, self.status, self.lifeline)
+
+
+class ForkedKernel:
+    """The part of `subprocess.Popen` a `KernelProcess` uses, for a forked kernel process: it is not our child, so
+    its end is seen on the pidfd and its exit code read from the monitor's status pipe (none: it was killed)."""
+
+    def __init__(self, channels: ForkedChannels) -> None:
+        self._pidfd: Optional[int] = channels.pidfd
+        self._status, self._lifeline = channels.status, channels.lifeline
+        self.pid = pidfd_pid(channels.pidfd)
+        self.stdin = os.fdopen(channels.stdin, "wb")
+        self.returncode: Optional[int] = None
+
+    def poll(self) -> Optional[int]:
+        if self.returncode is None and self._pidfd is not None and select.select([self._pidfd], [], [], 0)[0]:
+            os.set_blocking(self._status, False)
+            try:
+                text = os.read(self._status, 64).decode().strip()
+            except BlockingIOError:
+                text = ""
+            self.returncode = int(text) if text.lstrip("-").isdigit() else -int(signal.SIGKILL)
+            for fd in (self._pidfd, self._status, self._lifeline):
+                os.close(fd)
+            self._pidfd = None
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if self.returncode is None and self._pidfd is not None:
+            if not select.select([self._pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"kernel process {self.pid}", timeout or 0)
+        code = self.poll()
+        assert code is not None
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL the monitor; the kernel process dies with it (PR_SET_PDEATHSIG), and its namespace with that."""
+        if self._pidfd is not None:
+            kill_pidfd(self._pidfd)
+
+
+def kill_pidfd(pidfd: int) -> None:
+    """SIGKILL the process a pidfd refers to (nothing if it has ended: a pidfd never names another process)."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pidfd_pid(pidfd: int) -> int:
+    """The pid (in our PID namespace) of the process a pidfd refers to; -1 once it has been reaped."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as info:
+        for line in info:
+            if line.startswith("Pid:"):
+                return int(line.split()[1])
+    return -1
+
+
 class KernelProcess:
-    """One sandboxed `python -m mkb_ray.kernel_runner`, used for one candidate (or one baseline) and discarded."""
+    """One sandboxed `python -m mkb_ray.kernel_runner`, used for one candidate (or one baseline) and discarded;
+    spawned through bubblewrap, or (`forked`) handed over already forked from a warm template."""
 
     def __init__(self, on_gpu: bool, limits: SandboxLimits = SandboxLimits(), writable: tuple[str, ...] = (),
-                 role: str = "kernel", dsls: tuple[str, ...] = ALL_DSLS, profiled: bool = True) -> None:
+                 role: str = "kernel", dsls: tuple[str, ...] = ALL_DSLS, profiled: bool = True,
+                 forked: Optional[ForkedChannels] = None) -> None:
         self.on_gpu, self.role = on_gpu, role
-        self.staging = Path(tempfile.mkdtemp(prefix=f"mkb-{role}-", dir="/dev/shm" if os.path.isdir("/dev/shm")
-                                             else None))
-        prepare_staging(self.staging, on_gpu)
         self.started = time.perf_counter()
-        self.process = subprocess.Popen(
-            build_argv(self.staging, on_gpu, limits, writable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits, role, dsls, profiled),
-            start_new_session=True)
-        assert self.process.stderr is not None and self.process.stdout is not None
-        self.log = _LogTail(os.dup(self.process.stderr.fileno()))
-        self.process.stderr.close()
-        self._replies = self.process.stdout.fileno()
+        self.process: "subprocess.Popen[bytes] | ForkedKernel"
+        if forked is not None:
+            self.staging = forked.staging
+            self.process = ForkedKernel(forked)
+            self.log = _LogTail(forked.stderr)
+            self._replies = forked.stdout
+        else:
+            self.staging = Path(tempfile.mkdtemp(prefix=f"mkb-{role}-", dir="/dev/shm" if os.path.isdir("/dev/shm")
+                                                 else None))
+            prepare_staging(self.staging, on_gpu)
+            self.process = subprocess.Popen(
+                build_argv(self.staging, on_gpu, limits, writable), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, env=sandbox_env(on_gpu, limits, role, dsls, profiled),
+                start_new_session=True)
+            assert self.process.stderr is not None and self.process.stdout is not None
+            self.log = _LogTail(os.dup(self.process.stderr.fileno()))
+            self.process.stderr.close()
+            self._replies = self.process.stdout.fileno()
         self._pending = b""
         self.ready_s: Optional[float] = None
         self._start_failure: Optional[Rejected] = None
@@ -191,15 +275,16 @@ class KernelProcess:
             how = f"exited with code {code}"
         return Rejected("crash", f"the kernel process {how} {when}")
 
-    def _signal(self, sig: signal.Signals) -> None:
-        try:
-            os.killpg(self.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
     def kill(self) -> None:
-        # bwrap is the group leader; its PID namespace takes every process the kernel forked with it.
-        self._signal(signal.SIGKILL)
+        # bwrap is the group leader (a fork's monitor the process killed); its PID namespace takes every process
+        # the kernel forked with it.
+        if isinstance(self.process, ForkedKernel):
+            self.process.kill()
+        else:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -11,6 +11,10 @@ bubblewrap builds it (stdlib only here: this module runs in the checker, on bare
 - lifetime: `--die-with-parent` (the checker ending ends it) and its own session;
 - rlimits (set by the kernel process before it imports anything of the candidate's): CPU seconds, open files,
   file size, no core dumps; address space on the CPU target.
+
+A kernel-process template (`mkb_ray.kernel_runner.template`, CPU only) runs in the same sandbox with two more
+mounts: its forks' directories (`/judge/kids`) and the host's /proc (`/judge/hostproc`, which lets a fork mount a
+/proc of its own); each fork covers both before its candidate runs (`mkb_ray.kernel_runner.isolation`).
 """
 from __future__ import annotations
 
@@ -95,8 +99,11 @@ def runner_uid(on_gpu: bool) -> Optional[int]:
     return None if on_gpu or os.geteuid() != 0 else NOBODY
 
 
-def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tuple[str, ...] = ()) -> list[str]:
-    """The command line that starts a kernel process with `staging/{input,exchange,scratch}` as its world."""
+def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tuple[str, ...] = (),
+               kids: Optional[Path] = None, entry: tuple[str, ...] = ("mkb_ray.kernel_runner",)) -> list[str]:
+    """The command line that starts a kernel process with `staging/{input,exchange,scratch}` as its world.
+    A kernel-process template (`entry` its module and arguments) also sees `kids`, the parent of its forks'
+    directories, at `/judge/kids` (each fork covers it again before its candidate runs)."""
     argv = [bwrap_path(), "--dev", "/dev", "--proc", "/proc", "--perms", "01777", "--tmpfs", "/tmp",
             "--perms", "01777", "--tmpfs", "/dev/shm"]
     read_only = _outermost(_system_dirs() + _python_dirs())
@@ -115,6 +122,8 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
     argv += ["--ro-bind", str(staging / "input"), f"{SANDBOX_ROOT}/input",
              "--bind", str(staging / "exchange"), f"{SANDBOX_ROOT}/exchange",
              "--bind", str(staging / "scratch"), f"{SANDBOX_ROOT}/scratch"]
+    if kids is not None:  # a fork mounts its own /proc, which needs a fully visible one (read-write) to exist
+        argv += ["--bind", str(kids), f"{SANDBOX_ROOT}/kids", "--bind", "/proc", f"{SANDBOX_ROOT}/hostproc"]
     for path in writable:
         if os.path.isdir(path):
             argv += ["--bind", path, path]
@@ -135,7 +144,7 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
         argv += ["--cap-drop", "ALL", "--"]
     else:
         argv += ["--unshare-user", "--"]
-    return argv + [sys.executable, "-m", "mkb_ray.kernel_runner", SANDBOX_ROOT]
+    return argv + [sys.executable, "-m", entry[0], SANDBOX_ROOT, *entry[1:]]
 
 
 # The module each DSL's kernels are written with: what a warm kernel process imports before its candidate is known.

@@ -8,6 +8,7 @@ import os
 import resource
 import sys
 from pathlib import Path
+from typing import TextIO
 
 _RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE,
             "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE, "nproc": resource.RLIMIT_NPROC}
@@ -16,16 +17,16 @@ _RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resou
 KNOWN_DSL_MODULES = ("tvm", "cutlass.cute")  # judge_worker/sandbox.py DSL_MODULES
 
 
-def main() -> int:
+def apply_rlimits() -> None:
+    """The limits the checker named, set hard: the candidate can lower them further, never raise them."""
     for name, value in json.loads(os.environ.get("MKB_RUNNER_RLIMITS", "{}")).items():
         resource.setrlimit(_RLIMITS[name], (int(value), int(value)))
-    replies = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # a kernel's print goes to the log, never onto the protocol channel
-    sys.stdout = sys.stderr
-    workdir = Path(sys.argv[1])
-    # Warm: torch and the DSLs this process may be asked for (both unless the checker's pool is for one DSL),
-    # imported before a candidate is known; importing either later trips no guard (tests/test_checker_pool.py).
-    import torch  # noqa: F401
+
+
+def warm_up() -> None:
+    """Import torch and the DSLs this process may be asked for (both unless the checker's pool is for one DSL)
+    before a candidate is known; importing either later trips no guard (tests/test_checker_pool.py)."""
+    import torch
 
     for module in filter(None, os.environ.get("MKB_RUNNER_IMPORT_DSLS", "").split(",")):
         if module not in KNOWN_DSL_MODULES:
@@ -52,11 +53,33 @@ def main() -> int:
         else:
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
                 torch.ones(1).add_(1)
+
+
+def take_protocol_channel() -> TextIO:
+    """The reply channel: a copy of fd 1, which then points at the log (stderr), so that whatever is printed from
+    here on (an import's chatter, a kernel's print) is only ever log."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return replies
+
+
+def serve_and_exit(replies: TextIO, workdir: Path) -> None:
+    """Answer the checker's requests on stdin, then end without interpreter teardown (DSL runtimes can hang in
+    their atexit hooks)."""
     from .runner import serve
 
     serve(sys.stdin, replies, workdir)
     replies.flush()
-    os._exit(0)  # DSL runtimes can hang in their atexit hooks
+    os._exit(0)
+
+
+def main() -> int:
+    apply_rlimits()
+    replies = take_protocol_channel()
+    warm_up()
+    serve_and_exit(replies, Path(sys.argv[1]))
+    return 0
 
 
 if __name__ == "__main__":
