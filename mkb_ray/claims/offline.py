@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..records.claims import AnnotationRecord, ClaimRecord, EvidenceItem, Modality
-from .embeddings import SentenceEncoder
+from .embeddings import SentenceEncoder, shared_encoder
 from .support import judge_support
 from .taxonomy import Taxonomy
 
@@ -91,9 +91,12 @@ class OfflineAnnotator:
 
     def __init__(self, taxonomy: Taxonomy, encoder: Optional[SentenceEncoder] = None) -> None:
         self.taxonomy = taxonomy
-        self.encoder = encoder or SentenceEncoder()
+        self.encoder = encoder or shared_encoder()
         self.name = OFFLINE_VERSION
         self._prototypes: Optional[list[np.ndarray]] = None
+        # The cue rules that fire on a text, as (category index, bonus), by text: a claim copied verbatim along a
+        # chain comes back at every hop, and the rules' regexes cost more than its cached embedding.
+        self._cues: dict[str, tuple[tuple[int, float], ...]] = {}
 
     def _category_prototypes(self) -> list[np.ndarray]:
         if self._prototypes is None:
@@ -110,17 +113,23 @@ class OfflineAnnotator:
         sims = np.stack([np.maximum((vectors @ p[1:].T).max(axis=1), 0.8 * (vectors @ p[0])) for p in prototypes],
                         axis=1)
         names = self.taxonomy.names
-        index = {n: i for i, n in enumerate(names)}
         out = []
         for row, text in zip(sims, texts):
             scores = row.copy()
-            for category, bonus, pattern in _CUES:
-                if category in index and pattern.search(text):
-                    scores[index[category]] += bonus
+            for i, bonus in self._cue_bonuses(text):
+                scores[i] += bonus
             order = np.argsort(-scores)
             margin = float(scores[order[0]] - scores[order[1]]) if len(order) > 1 else 1.0
             out.append((names[int(order[0])], max(0.0, min(1.0, margin * 4))))
         return out
+
+    def _cue_bonuses(self, text: str) -> tuple[tuple[int, float], ...]:
+        """The cue rules that fire on `text` and are among the taxonomy's categories: (category index, bonus)."""
+        if text not in self._cues:
+            index = {n: i for i, n in enumerate(self.taxonomy.names)}
+            self._cues[text] = tuple((index[category], bonus) for category, bonus, pattern in _CUES
+                                     if category in index and pattern.search(text))
+        return self._cues[text]
 
     def annotate(self, claims: Sequence[ClaimRecord], evidence: Sequence[EvidenceItem]) -> list[AnnotationRecord]:
         """One annotation per claim, in order."""

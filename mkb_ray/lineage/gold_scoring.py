@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..claims.embeddings import SentenceEncoder
+from ..claims.embeddings import SentenceEncoder, shared_encoder
 from ..claims.gold import load_gold_chains
 from ..claims.offline import modality_of
 from ..claims.segment import segment
@@ -37,7 +37,7 @@ class MatcherScore:
 
 def score_matcher(directory: Path, encoder: Optional[SentenceEncoder] = None,
                   threshold: float = DEFAULT_THRESHOLD) -> MatcherScore:
-    encoder = encoder or SentenceEncoder()
+    encoder = encoder or shared_encoder()
     predicted: dict[tuple[str, str, str], str] = {}
     gold: dict[tuple[str, str, str], str] = {}
     for _, chain in load_gold_chains(directory):

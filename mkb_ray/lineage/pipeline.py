@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, Sequence
 
-from ..claims.embeddings import SentenceEncoder
+from ..claims.embeddings import SentenceEncoder, shared_encoder
 from ..claims.segment import SEGMENTER_VERSION, segment
 from ..claims.support import evidence_from_record
 from ..claims.taxonomy import Taxonomy
@@ -103,7 +103,7 @@ class LineagePipeline:
         self.annotator = annotator
         self.taxonomy = taxonomy
         # One encoder (one model load, one cache) for annotator and matcher when the annotator has one.
-        self.encoder = encoder or getattr(annotator, "encoder", None) or SentenceEncoder()
+        self.encoder = encoder or getattr(annotator, "encoder", None) or shared_encoder()
         self.threshold = threshold
         # Edge types depend on the annotator's modalities, so the matcher's name carries the annotator.
         self.matcher = f"{MATCHER_VERSION}@{threshold:.2f}+{annotator.name}"

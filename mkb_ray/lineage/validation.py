@@ -21,7 +21,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from ..analysis.propagation import ClaimNode
-from ..claims.embeddings import SentenceEncoder
+from ..claims.embeddings import SentenceEncoder, shared_encoder
 from ..claims.offline import OfflineAnnotator, modality_of
 from ..claims.segment import segment
 from ..records.claims import MODALITIES, LineageEdgeRecord
@@ -123,9 +123,12 @@ class _Hop:
 
 def _pipeline_hops(texts: Sequence[str], encoder: SentenceEncoder, annotator: Optional[OfflineAnnotator]
                    ) -> Iterator[_Hop]:
-    for text in texts:
-        stripped = strip_ground_truth(text)
-        claims = segment(stripped)       # the pipeline: nothing here reads the comments until scoring
+    stripped_texts = [strip_ground_truth(text) for text in texts]
+    segmented = [segment(stripped) for stripped in stripped_texts]   # the pipeline: no comments read until scoring
+    # Embed the whole chain at once (full, length-sorted model batches, as LineagePipeline does); the per-hop calls
+    # below then read the encoder's cache.
+    encoder.encode([c.text for claims in segmented for c in claims])
+    for text, stripped, claims in zip(texts, stripped_texts, segmented):
         match = [MatchClaim(c.claim_id, c.text, modality_of(c.text)) for c in claims]
         vectors = encoder.encode([c.text for c in claims])
         categories = [c for c, _ in annotator.categories([c.text for c in claims])] if annotator else []
@@ -139,7 +142,7 @@ def recovered_rates(texts: Sequence[str], encoder: Optional[SentenceEncoder] = N
                     threshold: float = DEFAULT_THRESHOLD) -> tuple[TransitionRates, list[LineageEdgeRecord]]:
     """Transition counts of the pipeline run on the stripped texts alone, scored per generator sentence, and the
     edges it found."""
-    encoder = encoder or SentenceEncoder()
+    encoder = encoder or shared_encoder()
     counts: Counter[str] = Counter()
     parents = new = 0
     edges_all: list[LineageEdgeRecord] = []
