@@ -170,3 +170,59 @@ def local_ray():
 
     yield ray
     ray.shutdown()
+
+
+# --- One Ray and one SmolLM2 server for the real-model tests of several modules (tests/shared_serving.py says why
+# each lives only while its users run back to back). Their users get their markers like local_ray's, run as one
+# group where the first of them was collected (the server's users first), and release the server (checked clean,
+# else the teardown fails) and Ray when the next test that needs Ray is not one of them.
+NEEDS_FROM_FIXTURES.update({"serving_ray": "ray", "smollm2_server": "model"})
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # After deselection (-m, -k), so the group is what will run; tryfirst, so that --collect-only lists this order.
+    group = [item for item in session.items if "serving_ray" in getattr(item, "fixturenames", ())]
+    if len(group) > 1:
+        members, first = set(group), session.items.index(group[0])
+        rest = [item for item in session.items if item not in members]
+        group.sort(key=lambda item: "smollm2_server" not in item.fixturenames)  # stable
+        session.items[:] = rest[:first] + group + rest[first:]
+
+
+def _next_ray_test_uses(request: pytest.FixtureRequest, fixture: str) -> bool:
+    """Whether the next test that needs Ray uses `fixture` (and is not marked to skip, which would not release)."""
+    items = request.session.items
+    later = items[items.index(request.node) + 1:] if request.node in items else []
+    following = next((item for item in later if item.get_closest_marker("ray")), None)
+    return (following is not None and fixture in following.fixturenames
+            and not any(following.iter_markers("skip")) and not any(following.iter_markers("skipif")))
+
+
+@pytest.fixture(scope="session")
+def _shared_serving():
+    from shared_serving import SharedServing, check_clean
+
+    serving = SharedServing()
+    yield serving
+    check_clean(serving.release())  # what a stopped run (-x, an error) left
+
+
+@pytest.fixture
+def serving_ray(request: pytest.FixtureRequest, _shared_serving):
+    """A local Ray on loopback (4 logical CPUs), shared by the real-model tests that run back to back."""
+    yield _shared_serving.ray()
+    if not _next_ray_test_uses(request, "serving_ray"):
+        from shared_serving import check_clean
+
+        check_clean(_shared_serving.release())
+
+
+@pytest.fixture
+def smollm2_server(request: pytest.FixtureRequest, serving_ray, _shared_serving):
+    """SmolLM2 served on this CPU (Ray Serve LLM, vLLM's CPU backend), started once for the tests that share it."""
+    yield _shared_serving.server()
+    if not _next_ray_test_uses(request, "smollm2_server"):
+        from shared_serving import check_clean
+
+        check_clean(_shared_serving.stop_server())

@@ -33,25 +33,6 @@ from conftest import EXAMPLE_PROBLEM
 BUDGET = {"submissions": 2, "wall_clock_s": 3600, "max_turns": 2, "reply_max_tokens": 512}
 
 
-@pytest.fixture(scope="module")
-def smollm2_endpoint():
-    from mkb_ray.actors.model_server import make_model_server
-    from mkb_ray.models.local_ray import init_local_ray
-    from mkb_ray.models.roster import get_model
-
-    started = init_local_ray(num_cpus=4)
-    import ray
-
-    server = make_model_server(get_model("smollm2"))
-    began = time.monotonic()
-    info = ray.get(server.start.remote(), timeout=900)
-    info["startup_s"] = time.monotonic() - began
-    yield info
-    ray.get(server.stop.remote(), timeout=300)
-    if started:
-        ray.shutdown()
-
-
 def turn_report(record: AttemptRecord) -> str:
     """Per-call latency and decode speed as measured in this attempt (what the closing reserve is sized from)."""
     ok = [c for c in record.llm_calls if c.ok]
@@ -70,8 +51,8 @@ def turn_seconds(record: AttemptRecord) -> list[float]:
 
 @pytest.mark.model
 @pytest.mark.judge
-def test_solo_then_skill_attempt_with_a_real_model(smollm2_endpoint, tmp_path):
-    api_base = smollm2_endpoint["api_base"]
+def test_solo_then_skill_attempt_with_a_real_model(smollm2_server, tmp_path):
+    api_base = smollm2_server.api_base
     solo_dir, skill_dir = tmp_path / "solo", tmp_path / "skill"
     began = time.monotonic()
     code = attempt_main(EXAMPLE_PROBLEM, "tirx", "smollm2", solo_dir, agent="chat", target="cpu", device="cpu",
@@ -113,7 +94,7 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_endpoint, tmp_path):
     contents = [e["content"] for e in first_events if isinstance(e.get("content"), str)]
     assert any(skill_text.strip()[:200] in content for content in contents), \
         "the source SKILL.md is not in the skill attempt's first messages"
-    print(f"\nsmollm2 endpoint up in {smollm2_endpoint['startup_s']:.0f} s; solo attempt {solo_s:.0f} s: "
+    print(f"\nsmollm2 endpoint up in {smollm2_server.startup_s:.0f} s; solo attempt {solo_s:.0f} s: "
           f"{solo.counted_submissions} submissions, final verdict "
           f"{solo.final_verdict.tier + ' ' + str(solo.final_verdict.rejected_by) if solo.final_verdict else None}; "
           f"skill attempt {skilled.counted_submissions} submissions, SKILL.md {skilled.skill_md_bytes} bytes\n"
@@ -154,7 +135,7 @@ def _untooled_turns(record: AttemptRecord) -> list[tuple[int, Optional[str], Opt
 
 @pytest.mark.model
 @pytest.mark.judge
-def test_workspace_agent_driven_by_real_tool_calls(smollm2_endpoint, tmp_path):
+def test_workspace_agent_driven_by_real_tool_calls(smollm2_server, tmp_path):
     """The real tool-call path with a real model: vLLM's tool parser, our argument checks, the bubblewrap shell,
     write_file inside the sandbox, submit through the judge. Whatever SmolLM2 sends costs at most its turn.
 
@@ -163,11 +144,11 @@ def test_workspace_agent_driven_by_real_tool_calls(smollm2_endpoint, tmp_path):
     harness answers that correctly (the no-tool-call turn, tested in test_workspace_agent.py), but it leaves this
     path unchecked: such an attempt is reported and run once more with another seed; a second miss fails."""
     out = tmp_path / "workspace_attempt"
-    record = _workspace_attempt(smollm2_endpoint["api_base"], out, seed=3)
+    record = _workspace_attempt(smollm2_server.api_base, out, seed=3)
     if record.status == "completed" and _untooled_turns(record):
         print(f"\nforced tool calls not honoured (seed 3): {_untooled_turns(record)}; trying seed 4")
         out = tmp_path / "workspace_attempt_seed4"
-        record = _workspace_attempt(smollm2_endpoint["api_base"], out, seed=4)
+        record = _workspace_attempt(smollm2_server.api_base, out, seed=4)
     assert record.status == "completed" and record.error is None, (record.stop_reason, record.error)
     events = [json.loads(line) for line in (out / "transcript.jsonl").read_text().splitlines()]
     tools = [e for e in events if e["event"] == "tool"]

@@ -12,18 +12,6 @@ import psutil
 import pytest
 
 
-@pytest.fixture(scope="module")
-def ray_for_serving():
-    from mkb_ray.models.local_ray import init_local_ray
-
-    started = init_local_ray(num_cpus=4)  # the CPU replica reserves 2
-    import ray
-
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def _engine_pids(ray, handle) -> list[int]:
     pids = ray.get(handle.pids.remote())
     engines = []
@@ -37,12 +25,15 @@ def _engine_pids(ray, handle) -> list[int]:
 
 
 @pytest.mark.model
-def test_a_dead_engine_is_detected_and_the_server_restarted(ray_for_serving):
+def test_a_dead_engine_is_detected_and_the_server_restarted(serving_ray):
+    """Its own server (killed and restarted here) on the Ray the real-model tests share: the shared server is
+    stopped before this test starts (tests/shared_serving.py), since this one serves the same model by the same
+    names."""
     from mkb_ray.campaign.services import ModelServices
     from mkb_ray.llm.client import LLMClient
     from mkb_ray.models.roster import get_model
 
-    ray = ray_for_serving
+    ray = serving_ray
     spec = get_model("smollm2")
     services = ModelServices()
     services.start([spec])

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from typing import Optional
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_MOVE = 1, 2, 4, 8, 32, 8192
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -88,9 +89,35 @@ def enter_own_namespaces(kid_dir: str, sandbox_root: str, kids_mount: str) -> No
                 if locked & st_flag:
                     keep |= ms_flag
             _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | keep)
-    _mount("tmpfs", kids_mount, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=4k")
+    _mount("tmpfs", kids_mount, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k")
     for path in ("/tmp", "/dev/shm"):
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        _fresh_tmpfs(path, workspace=kids_mount)
+
+
+def _fresh_tmpfs(top: str, workspace: str) -> None:
+    """An empty tmpfs on `top`, with the sandbox's own mounts under it (a checkout or a virtualenv in /tmp, bound
+    read-only) carried over: each is bound aside into `workspace` first, then moved to its place again."""
+    inner: list[str] = []
+    for point in sorted(_mount_points(), key=len):
+        if point.startswith(top.rstrip("/") + "/") and not any(point.startswith(kept + "/") for kept in inner):
+            inner.append(point)
+    held = []
+    for number, point in enumerate(inner):
+        hold = os.path.join(workspace, f"held-{number}")
+        os.mkdir(hold)
+        _mount(point, hold, None, MS_BIND | MS_REC)
+        held.append((hold, point))
+    _mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+    for hold, point in held:
+        os.makedirs(point, mode=0o755, exist_ok=True)
+        _mount(hold, point, None, MS_MOVE)  # a bind of ours moves; the read-only locks of what it holds stay
+        os.rmdir(hold)
+
+
+def _mount_points() -> list[str]:
+    """Every mount point of this mount namespace, as /proc/self/mountinfo names it (octal escapes decoded)."""
+    with open("/proc/self/mountinfo") as info:
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in info]
 
 
 def enter_own_proc(host_proc: str) -> None:
