@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Optional
 
@@ -45,6 +46,9 @@ class KernelTemplate:
         self.kids.mkdir(mode=0o755)
         os.chmod(self.kids, 0o755)
         prepare_staging(self.kids / PROBE_KID, on_gpu=False)
+        # Removed when the template is shut, or at the latest when this process exits (a pool closed at exit
+        # leaves the shutting to a thread that exit does not wait for).
+        self._remove_root = weakref.finalize(self, shutil.rmtree, str(self.root), True)
         self._lock = threading.Lock()
         self._count = 0
         self._live: list[int] = []  # our pidfds of forks' monitors not yet seen to end
@@ -142,7 +146,7 @@ class KernelTemplate:
         self._control.close()
         end_template(self.process)
         self.log.close()
-        shutil.rmtree(self.root, ignore_errors=True)
+        self._remove_root()
 
 
 def monitor_pid(pidfd: Optional[int]) -> Optional[int]:
