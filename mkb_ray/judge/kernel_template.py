@@ -22,13 +22,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..judge_worker.kernel_process import ForkedChannels
+from ..kernel_runner.template import KIDS_DIR, MAX_MESSAGE_BYTES, PROBE_KID
 from ..judge_worker.sandbox import SandboxLimits, build_argv, prepare_staging, sandbox_env
 from .forking import TemplateUnavailable, end_template
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 180.0
-KIDS_DIR, PROBE_KID = "kids", "probe"  # kernel_runner/template.py
-MAX_MESSAGE_BYTES = 1 << 16
 
 
 class KernelTemplate:

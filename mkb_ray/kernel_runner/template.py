@@ -47,7 +47,7 @@ MAX_MESSAGE_BYTES = 1 << 16
 KIDS_DIR = "kids"
 HOST_PROC_DIR = "hostproc"  # the host's /proc, bound by the sandbox for the template (see isolation.enter_own_proc)
 PROBE_KID = "probe"
-_KID_NAME = re.compile(r"^(k[0-9]{1,12}|probe)$")
+_KID_NAME = re.compile(r"^k[0-9]{1,12}$")  # the pool's names; the probe is never asked for
 
 
 def _place(fds: list[int]) -> None:
@@ -189,7 +189,7 @@ def serve(control: socket.socket, root: Path) -> None:
             return
         request = json.loads(raw)
         kid = str(request.get("kid", ""))
-        if request.get("op") != "fork" or len(fds) != KID_FDS or not _KID_NAME.match(kid) or kid == PROBE_KID:
+        if request.get("op") != "fork" or len(fds) != KID_FDS or not _KID_NAME.match(kid):
             for fd in fds:
                 os.close(fd)
             control.send(json.dumps({"error": f"bad request {request!r} with {len(fds)} descriptors"}).encode())
