@@ -8,7 +8,6 @@ import json
 import os
 import select
 import signal
-import time
 
 import pytest
 
@@ -124,11 +123,9 @@ def test_a_pool_whose_kernel_template_died_starts_kernel_processes_itself(tmp_pa
         assert dead is not None
         dead.process.kill()
         dead.process.wait(timeout=30)
-        began = time.monotonic()
         checker = pool.start_checker("cpu", ("tirx",))
         try:
             assert checker.kernel_pidfd is None and pool._kernel_template is None
             assert checker.warm(120), "the checker did not start a kernel process of its own"
         finally:
             checker.close()
-        assert time.monotonic() - began < 120
