@@ -186,8 +186,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if len(group) > 1:
         members, first = set(group), session.items.index(group[0])
         rest = [item for item in session.items if item not in members]
-        group.sort(key=lambda item: "smollm2_server" not in item.fixturenames)  # stable
+        group.sort(key=_shared_server_rank)  # stable: otherwise in collection order
         session.items[:] = rest[:first] + group + rest[first:]
+
+
+# The order within the group: the server's plain users, then a test that restarts it (it leaves the restarted server
+# to whoever comes next), then the one that stops it and checks the stop; the tests that only need the shared Ray
+# last. Each phase is a `shared_server` marker: pytest.mark.shared_server("restarts").
+SHARED_SERVER_PHASES = ("uses", "restarts", "stops")
+
+
+def _shared_server_rank(item: pytest.Item) -> int:
+    if "smollm2_server" not in item.fixturenames:
+        return len(SHARED_SERVER_PHASES)
+    marker = item.get_closest_marker("shared_server")
+    phase = marker.args[0] if marker is not None and marker.args else "uses"
+    if phase not in SHARED_SERVER_PHASES:
+        raise pytest.UsageError(f"{item.nodeid}: shared_server phase {phase!r} is not one of {SHARED_SERVER_PHASES}")
+    return SHARED_SERVER_PHASES.index(phase)
 
 
 def _next_ray_test_uses(request: pytest.FixtureRequest, fixture: str) -> bool:

@@ -1,11 +1,13 @@
 """One local Ray and one SmolLM2 server, shared by the real-model tests of several modules (tests/conftest.py).
 
-A SmolLM2 start (vLLM's CPU backend under Ray Serve LLM) costs ~50 s on CI and a local Ray a few more, so the tests
-that only talk to the server share one start, and the test that restarts a server of its own shares the Ray. Both
-live only while those tests run back to back: before any other test that needs Ray, the server is stopped (and
-checked to have left nothing) and Ray shut down, because such tests start, join or shut down Ray themselves (the
-`local_ray` fixture shuts down whatever Ray it finds at its module's end; an in-process `mkb run` does too), and the
-restart test serves the same model under the same actor and Serve application names.
+A SmolLM2 start (vLLM's CPU backend under Ray Serve LLM) costs ~50 s on CI (two to three times that beside a busy
+CPU), so the real-model tests share one, started the way `mkb run` starts its models (`ModelServices`). They run back
+to back in an order that needs no second start but the one under test: the tests that only talk to the server
+first, then the test that kills its engine and restarts it through those services, then the test that stops the
+restarted server and checks that it left nothing (tests/conftest.py, `SHARED_SERVER_PHASES`). Server and Ray live
+only while those tests run: before any other test that needs Ray, the server is stopped (and checked to have left
+nothing) and Ray shut down, because such tests start, join or shut down Ray themselves (the `local_ray` fixture
+shuts down whatever Ray it finds at its module's end; an in-process `mkb run` does too).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from mkb_ray.models import processes
 # Logical CPUs, as test_end_to_end and test_model_restart had: the engine's placement bundle takes one, an
 # attempt's EvaluatorActor another.
 SERVING_CPUS = 4
-START_TIMEOUT_S = 900.0
+MODEL = "smollm2"
 STOP_TIMEOUT_S = 300.0
 
 
@@ -40,13 +42,23 @@ class ServerStop:
 
 @dataclass
 class SharedServer:
-    """A started SmolLM2 ModelServer actor on the shared Ray."""
+    """The started SmolLM2 server on the shared Ray, as the campaign's `ModelServices` holds it: a test that
+    restarts it through those services (tests/test_model_restart.py) leaves the restarted one to its successors."""
 
-    handle: Any                # the ModelServer actor
-    info: dict[str, Any]       # what its start() returned
-    startup_s: float           # wall time of that start, seen from here
+    services: Any              # mkb_ray.campaign.services.ModelServices, serving MODEL
+    startup_s: float           # wall time of the first start, seen from here
     ray_cpus_taken: float      # Ray CPU slots in use once it served (total minus available; nothing else held any)
     stopped: Optional[ServerStop] = None
+
+    @property
+    def handle(self) -> Any:
+        """The ModelServer actor now serving (a restart replaces it)."""
+        return self.services.models[MODEL].handle
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What the serving actor's start() returned."""
+        return self.services.models[MODEL].info
 
     @property
     def api_base(self) -> str:
@@ -60,13 +72,14 @@ class SharedServer:
 
         from mkb_ray.campaign.services import _wait_name_free
 
-        pids = ray.get(self.handle.pids.remote(), timeout=60)
-        report = ray.get(self.handle.stop.remote(), timeout=STOP_TIMEOUT_S)
-        ray.kill(self.handle)
-        # A killed named actor frees its name later: the next server (shared or a test's own) must not find it.
-        _wait_name_free(f"mkb-model-server:{self.info['model']}")
-        self.stopped = ServerStop(report, pids, processes.alive(pids), self.info["port"],
-                                  processes.port_open(self.info["port"]))
+        handle, info = self.handle, self.info
+        pids = ray.get(handle.pids.remote(), timeout=60)
+        report = ray.get(handle.stop.remote(), timeout=STOP_TIMEOUT_S)
+        ray.kill(handle)
+        # A killed named actor frees its name later: the next server must not find it.
+        _wait_name_free(f"mkb-model-server:{MODEL}")
+        self.services.models.pop(MODEL, None)
+        self.stopped = ServerStop(report, pids, processes.alive(pids), info["port"], processes.port_open(info["port"]))
         return self.stopped
 
 
@@ -87,17 +100,18 @@ class SharedServing:
         return ray
 
     def server(self) -> SharedServer:
+        """The running server, started the way `mkb run` starts its models (ModelServices) if none runs."""
         if self._server is None or self._server.stopped is not None:
-            from mkb_ray.actors.model_server import make_model_server
+            from mkb_ray.campaign.services import ModelServices
             from mkb_ray.models.roster import get_model
 
             ray = self.ray()
-            handle = make_model_server(get_model("smollm2"))
+            services = ModelServices()
             began = time.monotonic()
-            info = ray.get(handle.start.remote(), timeout=START_TIMEOUT_S)
+            services.start([get_model(MODEL)])
             startup_s = time.monotonic() - began
             taken = ray.cluster_resources().get("CPU", 0) - ray.available_resources().get("CPU", 0)
-            self._server = SharedServer(handle, info, startup_s, taken)
+            self._server = SharedServer(services, startup_s, taken)
         return self._server
 
     def stop_server(self) -> Optional[ServerStop]:

@@ -30,7 +30,10 @@ from conftest import EXAMPLE_PROBLEM
 # depend on the machine's speed, so the wall budget is one no machine that can run the suite reaches. Two turns
 # cover every path the test checks (a judged kernel, its feedback turn, the SKILL.md checkpoint after the first
 # verdict and the closing SKILL.md turn): 4 model calls an attempt, where 6 turns took 8 (449 s of CI's time).
-BUDGET = {"submissions": 2, "wall_clock_s": 3600, "max_turns": 2, "reply_max_tokens": 512}
+# SmolLM2 mostly loops until the reply limit, and decoding is the bulk of a call (17 tokens/s at a 5k-token context
+# on 2 cores, ~3x slower beside a 2-core CPU hog, measured 2026-12-04): 96 tokens hold a judged kernel and a SKILL.md
+# as well as 512 did (the judge and the hand-off do not care how long they are), at a fifth of the decoding.
+BUDGET = {"submissions": 2, "wall_clock_s": 3600, "max_turns": 2, "reply_max_tokens": 96}
 
 
 def turn_report(record: AttemptRecord) -> str:

@@ -25,35 +25,30 @@ def _engine_pids(ray, handle) -> list[int]:
 
 
 @pytest.mark.model
-def test_a_dead_engine_is_detected_and_the_server_restarted(serving_ray):
-    """Its own server (killed and restarted here) on the Ray the real-model tests share: the shared server is
-    stopped before this test starts (tests/shared_serving.py), since this one serves the same model by the same
-    names."""
-    from mkb_ray.campaign.services import ModelServices
+@pytest.mark.shared_server("restarts")
+def test_a_dead_engine_is_detected_and_the_server_restarted(serving_ray, smollm2_server):
+    """On the shared server, started by `ModelServices` as `mkb run` starts it (tests/shared_serving.py), after the
+    tests that only talk to it: its engine is killed here, and the restarted server is what the test that checks a
+    clean stop (tests/test_model_server.py) then stops."""
     from mkb_ray.llm.client import LLMClient
     from mkb_ray.models.roster import get_model
 
-    ray = serving_ray
+    ray, services = serving_ray, smollm2_server.services
     spec = get_model("smollm2")
-    services = ModelServices()
-    services.start([spec])
-    try:
-        assert services.healthy("smollm2")
-        served = services.models["smollm2"]
-        engines = _engine_pids(ray, served.handle)
-        assert engines, "no vLLM EngineCore process found under the server"
-        for pid in engines:
-            os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 120
-        while services.healthy("smollm2") and time.monotonic() < deadline:
-            time.sleep(2)
-        assert not services.healthy("smollm2"), "a server without its engine still reported healthy"
+    assert services.healthy("smollm2")
+    served = services.models["smollm2"]
+    engines = _engine_pids(ray, served.handle)
+    assert engines, "no vLLM EngineCore process found under the server"
+    for pid in engines:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 120
+    while services.healthy("smollm2") and time.monotonic() < deadline:
+        time.sleep(2)
+    assert not services.healthy("smollm2"), "a server without its engine still reported healthy"
 
-        api_base = services.restart("smollm2")
-        assert services.models["smollm2"].restarts == 1
-        assert services.healthy("smollm2")
-        reply = asyncio.run(LLMClient(spec, api_base).complete(
-            [{"role": "user", "content": "Say hello."}], max_tokens=8))
-        assert reply.content.strip() and reply.usage.completion_tokens > 0
-    finally:
-        services.stop_all()
+    api_base = services.restart("smollm2")
+    assert services.models["smollm2"].restarts == 1 and smollm2_server.api_base == api_base
+    assert services.healthy("smollm2")
+    reply = asyncio.run(LLMClient(spec, api_base).complete(
+        [{"role": "user", "content": "Say hello."}], max_tokens=8))
+    assert reply.content.strip() and reply.usage.completion_tokens > 0

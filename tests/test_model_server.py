@@ -261,9 +261,11 @@ def _listeners(pids: list[int]) -> list[tuple[str, int]]:
 
 
 @pytest.mark.model
+@pytest.mark.shared_server("stops")
 def test_smollm2_served_on_cpu_answers_through_litellm_and_stops_clean(serving_ray, smollm2_server):
-    """On the server the real-model tests share (tests/shared_serving.py): started by whichever of them came first,
-    stopped here, so its clean stop is checked in this test (a later user gets a fresh one)."""
+    """On the server the real-model tests share (tests/shared_serving.py): the last of them, so the server it checks
+    and stops is the one tests/test_model_restart.py restarted (when that ran), and a restarted server must stop as
+    clean as a first one."""
     ray, server, info = serving_ray, smollm2_server.handle, smollm2_server.info
     try:
         assert info["placement"] == {"kind": "cpu", "backend": "ray_serve_llm", "num_gpus": 0,
@@ -279,6 +281,9 @@ def test_smollm2_served_on_cpu_answers_through_litellm_and_stops_clean(serving_r
         titles = [" ".join(psutil.Process(p).cmdline())[:80] for p in processes.alive(pids)]
         assert any("VLLM::EngineCore" in t for t in titles), titles
         assert any("ServeReplica:mkb-smollm2:LLMServer" in t for t in titles), titles
+        # Not niced below the machine's other work (Ray's default for workers is 15; mkb_ray/models/local_ray.py).
+        niceness = {p: psutil.Process(p).nice() for p in processes.alive(pids)}
+        assert set(niceness.values()) == {0}, niceness
         listeners = _listeners(pids)
         assert listeners and all(ip in LOOPBACK_IPS for ip, _ in listeners), listeners
 

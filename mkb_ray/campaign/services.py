@@ -149,6 +149,7 @@ class ServedModel:
     api_base: Optional[str] = None
     restarts: int = 0
     started_s: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)  # what the server's start() returned (port, placement)
 
 
 @dataclass
@@ -172,7 +173,7 @@ class ModelServices:
             pending[spec.name] = (spec, handle, handle.start.remote(), time.monotonic())
         for name, (spec, handle, ref, began) in pending.items():
             info = ray.get(ref, timeout=SERVER_START_TIMEOUT_S)
-            self.models[name] = ServedModel(name, spec, handle, info["api_base"], 0, time.monotonic() - began)
+            self.models[name] = ServedModel(name, spec, handle, info["api_base"], 0, time.monotonic() - began, info)
             log.info("model %s serving at %s (%.0f s)", name, info["api_base"], time.monotonic() - began)
 
     def api_base(self, name: str) -> Optional[str]:
@@ -217,7 +218,7 @@ class ModelServices:
         began = time.monotonic()
         served.handle = make_model_server(served.spec, **self._placement())
         info = ray.get(served.handle.start.remote(), timeout=SERVER_START_TIMEOUT_S)
-        served.api_base, served.restarts = info["api_base"], served.restarts + 1
+        served.api_base, served.restarts, served.info = info["api_base"], served.restarts + 1, info
         log.info("model server %s restarted in %.0f s at %s", name, time.monotonic() - began, served.api_base)
         return served.api_base
 

@@ -25,10 +25,13 @@ from typing import Any, Optional
 
 import psutil
 
+from ..models.local_ray import WORKER_NICENESS
+
 # Ray's environment for a fake multi-node head: the provider refuses to start without RAY_FAKE_CLUSTER, and the
 # autoscaler's default 5 s update interval would make every scale-up and scale-down test wait minutes.
 _FAKE_ENV = {"RAY_FAKE_CLUSTER": "1", "AUTOSCALER_UPDATE_INTERVAL_S": "1",
              "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",   # loopback only (mkb_ray/models/local_ray.py says why)
+             "RAY_worker_niceness": str(WORKER_NICENESS),  # workers not below the machine's other processes (ditto)
              # Token auth is Ray's default once ~/.ray/auth_token exists; a loopback test cluster does not need
              # it, and a driver that does not find the token would be refused.
              "RAY_AUTH_MODE": "disabled"}
