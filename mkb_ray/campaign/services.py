@@ -146,10 +146,13 @@ class ServedModel:
     name: str
     spec: Any
     handle: Any = None
-    api_base: Optional[str] = None
     restarts: int = 0
     started_s: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)  # what the server's start() returned (port, placement)
+    info: dict[str, Any] = field(default_factory=dict)  # what the server's start() returned (api_base, port, ...)
+
+    @property
+    def api_base(self) -> Optional[str]:
+        return self.info.get("api_base")
 
 
 @dataclass
@@ -173,7 +176,7 @@ class ModelServices:
             pending[spec.name] = (spec, handle, handle.start.remote(), time.monotonic())
         for name, (spec, handle, ref, began) in pending.items():
             info = ray.get(ref, timeout=SERVER_START_TIMEOUT_S)
-            self.models[name] = ServedModel(name, spec, handle, info["api_base"], 0, time.monotonic() - began, info)
+            self.models[name] = ServedModel(name, spec, handle, started_s=time.monotonic() - began, info=info)
             log.info("model %s serving at %s (%.0f s)", name, info["api_base"], time.monotonic() - began)
 
     def api_base(self, name: str) -> Optional[str]:
@@ -218,7 +221,7 @@ class ModelServices:
         began = time.monotonic()
         served.handle = make_model_server(served.spec, **self._placement())
         info = ray.get(served.handle.start.remote(), timeout=SERVER_START_TIMEOUT_S)
-        served.api_base, served.restarts, served.info = info["api_base"], served.restarts + 1, info
+        served.restarts, served.info = served.restarts + 1, info
         log.info("model server %s restarted in %.0f s at %s", name, time.monotonic() - began, served.api_base)
         return served.api_base
 
