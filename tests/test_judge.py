@@ -23,6 +23,7 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     assert verdict.target == "llvm" and verdict.timing_method == "checker_roundtrip_wall_clock"
     assert verdict.timed_draws == 5 and verdict.harness_overhead_ms > 0
     assert verdict.kernel_roundtrip_ms == pytest.approx(verdict.kernel_ms + verdict.harness_overhead_ms, abs=1e-6)
+    assert verdict.kernel_wall_ms == verdict.kernel_ms and verdict.late_draws is None  # CPU: the checker's clock only
     assert verdict.kernel_ms > 0 and verdict.eager_ms > 0 and verdict.timing_resolved is not None
     # A speedup is claimed only for a resolved time (a loaded CI host may leave this kernel within the noise).
     assert verdict.speedup == (pytest.approx(verdict.eager_ms / verdict.kernel_ms) if verdict.timing_resolved
@@ -89,7 +90,10 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
                            options=JudgeOptions(compile_baseline=True))
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.executed and verdict.preset == "production" and verdict.target == "sm_90a"
-    assert verdict.timing_method == "checker_roundtrip_l2_flushed_x5" and verdict.timed_draws == 50
+    # The device's record decides (CUDA events around each call), held to the checker's own clock, kept beside it.
+    assert verdict.timing_method == "cuda_events_l2_flushed_x5" and verdict.timed_draws == 50
+    assert verdict.timing_resolved and verdict.late_draws == 0
+    assert verdict.kernel_wall_ms and verdict.eager_wall_ms and verdict.kernel_roundtrip_ms > verdict.kernel_ms
     assert verdict.work_evidence["source"] == "cupti_kernels" and verdict.dsl_share >= 0.5
     assert verdict.torch_compile_ms and verdict.torch_compile_ms > 0 and verdict.eager_ms > 0
     assert "H" in (verdict.device_name or "")  # an H100/H200
@@ -120,6 +124,30 @@ def test_one_stalled_profiled_call_does_not_reject_an_honest_kernel(problems, fa
     assert verdict.dsl_share >= 0.5
     first = next(c.detail for c in verdict.checks if c.name == "decoration")
     assert "the median of 2 profiled call(s)" in first or "the median of 3 profiled call(s)" in first, first
+
+
+@pytest.mark.judge
+def test_an_honest_kernel_that_picks_its_dsl_kernel_by_the_data_passes(problems, fast_options):
+    """Two TIRx kernels taking their buffers in different orders, chosen per call by the sign of the first gate: the
+    probe's launch and the knockout's launch at the same position are different kernels. Knockout and scramble used
+    to poison by the probe's positions and hit the input (`input_mutated` for every seed tried)."""
+    kernel = REPO / "tests" / "kernels" / "data_dependent_dispatch.tirx_cpu.py"
+    verdict = judge_kernel(problems.get("mlp_norm/02_silu_and_mul"), kernel, "tirx", "cpu", seed=1,
+                           options=fast_options)
+    assert verdict.tier in ("pass", "pass2x"), verdict.reason
+    knockouts = [c.detail for c in verdict.checks if c.name == "knockout"]
+    assert knockouts and all("the outputs fail" in detail for detail in knockouts), knockouts
+
+
+@pytest.mark.judge
+@pytest.mark.gpu
+@pytest.mark.parametrize("dsl", ["tirx", "cutedsl"])
+def test_an_honest_gpu_kernel_that_picks_its_dsl_kernel_by_the_data_passes(problems, dsl):
+    kernel = REPO / "tests" / "kernels" / f"data_dependent_dispatch.{dsl}.py"
+    for seed in (1, 2):  # the first gate's sign differs between the probe's and the knockout's draws for some seeds
+        verdict = judge_kernel(problems.get("mlp_norm/02_silu_and_mul"), kernel, dsl, "cuda", seed=seed)
+        assert verdict.tier in ("pass", "pass2x"), verdict.reason
+        assert verdict.timing_method == "cuda_events_l2_flushed_x5"
 
 
 @pytest.mark.judge
@@ -163,8 +191,10 @@ def test_a_timed_sample_is_its_trips_time_per_draw_and_every_draw_is_prepared_on
                         after_call=lambda trip, reply: after.append((trip, reply)), per_trip=5)
     assert prepared == [range(0, 3), range(3, 8), range(8, 13)]
     assert after == [(range(0, 3), 3), (range(3, 8), 5), (range(8, 13), 5)]
-    assert result.median_ms == pytest.approx(2.2) and result.min_ms == pytest.approx(2.2)
-    assert result.samples == 10 and result.method == "checker_roundtrip_wall_clock_x5"
+    wall = result.wall
+    assert result.device is None and result.reported is wall  # the CPU target: the checker's clock decides
+    assert wall.median_ms == pytest.approx(2.2) and wall.min_ms == pytest.approx(2.2)
+    assert wall.samples == 10 and wall.method == "checker_roundtrip_wall_clock_x5"
     with pytest.raises(ValueError, match="round trips of 4"):
         time_draws(StubTimer(), prepared.append, lambda count: count, warmup=0, timed=10, per_trip=4)
 

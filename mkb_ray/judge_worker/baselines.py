@@ -20,18 +20,20 @@ import torch
 
 from .kernel_process import KernelProcess, Rejected
 from .session import READY_TIMEOUT_S, KernelSession, copy_into
-from .timing import RoundTripTimer, method_name, time_draws
+from .timing import RoundTripTimer, TimedSeries, method_name, time_draws
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: device times (CUDA events) beside the round trips
 REMEASURE_EVERY = 20
 CALL_TIMEOUT_S = 300.0
 
 
 @dataclass
 class Baselines:
-    eager_ms: float
+    eager_ms: float  # the checker's round trip per draw, raw (the no-op's not taken off)
     torch_compile_ms: Optional[float]
     noop_ms: float  # the harness's round trip for a solve that does nothing
+    eager_device_ms: Optional[float] = None  # on a GPU: the device's record of the eager call (CUDA events)
+    torch_compile_device_ms: Optional[float] = None
     source: str = "measured"  # 'measured' | 'cached'
     uses: int = 0
     drift: Optional[float] = None  # re-measured eager / cached eager, when this use re-measured
@@ -78,12 +80,12 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
     except BaseException:
         process.close()
         raise
-    session = KernelSession(process, device_type, draw(0), outputs, mutates, banks=per_trip)
+    session = KernelSession(process, device_type, draw(0), outputs, mutates, banks=per_trip, flush_l2=flush_l2)
     try:
         name = copy_into(session.process, problem_path, "problem.py")
         timer = RoundTripTimer(on_gpu, session.fence if on_gpu else None, flush_l2)
 
-        def run(kind: str, seed_base: int, **load: Any) -> float:
+        def run(kind: str, seed_base: int, **load: Any) -> TimedSeries:
             session.process.request({"op": "load", "kind": kind, "file": name, "overrides": overrides, **load},
                                     CALL_TIMEOUT_S)
 
@@ -95,19 +97,24 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
 
             return time_draws(timer, prepare,
                               lambda count: session.call(CALL_TIMEOUT_S, timed=True, banks=range(count)),
-                              warmup, timed, per_trip=per_trip).median_ms
+                              warmup, timed, per_trip=per_trip)
 
         with alone():
             noop = run("noop", 0)
             eager = run("reference", 2000)
-        compiled, note = None, None
+        compiled: Optional[TimedSeries] = None
+        note = None
         if compile_baseline:
             try:
                 with alone():
                     compiled = run("reference", 3000, torch_compile=True)
             except Rejected as failed:  # the reference itself does not compile: no such baseline, said why
                 note = f"torch.compile of the reference failed: {failed.reason[:300]}"
-        return Baselines(eager_ms=eager, torch_compile_ms=compiled, noop_ms=noop, note=note)
+        return Baselines(eager_ms=eager.wall.median_ms, noop_ms=noop.wall.median_ms,
+                         torch_compile_ms=compiled.wall.median_ms if compiled else None,
+                         eager_device_ms=eager.device.median_ms if eager.device else None,
+                         torch_compile_device_ms=compiled.device.median_ms if compiled and compiled.device else None,
+                         note=note)
     finally:
         session.close()
 
@@ -129,7 +136,8 @@ def cached_or_measured(cache_dir: Optional[Path], key: str, measure_now: Callabl
         return cached
     fresh = measure_now()
     if cached is not None:
-        fresh.drift = fresh.eager_ms / cached.eager_ms if cached.eager_ms > 0 else None
+        now, then = fresh.eager_device_ms or fresh.eager_ms, cached.eager_device_ms or cached.eager_ms
+        fresh.drift = now / then if then > 0 else None
         fresh.uses = cached.uses + 1
     _write(path, fresh)
     return fresh

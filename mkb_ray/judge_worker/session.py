@@ -36,10 +36,12 @@ class _Bank:
 
 class KernelSession:
     """Owns one `KernelProcess` and its exchange; the layout is fixed by the first draw and its outputs. The
-    exchange holds `banks` copies of that layout; a call names the banks it runs on, in order."""
+    exchange holds `banks` copies of that layout; a call names the banks it runs on, in order. On a GPU the kernel
+    process flushes the L2 before every call unless `flush_l2` is off (kernel_runner/draw_clock.py)."""
 
     def __init__(self, process: KernelProcess, device_type: str, first_inputs: Sequence[Any],
-                 outputs: Sequence[torch.Tensor], mutates: Sequence[int], banks: int = 1) -> None:
+                 outputs: Sequence[torch.Tensor], mutates: Sequence[int], banks: int = 1,
+                 flush_l2: bool = True) -> None:
         self.process, self.device_type, self.mutates = process, device_type, list(mutates)
         tensors = [x if isinstance(x, torch.Tensor) else None for x in first_inputs]
         self.banks: list[_Bank] = []
@@ -59,7 +61,8 @@ class KernelSession:
         self._fence_index = torch.tensor([s.offset for s in fence_slots] or [0], device=device_type)
         process.wait_ready(READY_TIMEOUT_S)
         process.request({"op": "attach", "device": device_type, "buffer": self.exchange.description,
-                         "banks": [bank.message(self.scalars) for bank in self.banks], "mutates": self.mutates},
+                         "banks": [bank.message(self.scalars) for bank in self.banks], "mutates": self.mutates,
+                         "flush_l2": flush_l2},
                         READY_TIMEOUT_S)
 
     def write_inputs(self, inputs: Sequence[Any], bank: int = 0) -> None:

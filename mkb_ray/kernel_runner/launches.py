@@ -8,8 +8,8 @@ mode decides what a launch does:
 - `execute`: run the kernel (the normal path);
 - `compile_only`: a GPU kernel on a machine without a GPU; nothing runs, the compile produced PTX and is recorded;
 - `probe`: run the kernel and note which tensor arguments it wrote (and whether it only copied an input);
-- `knockout`: skip the kernel and poison (NaN) the arguments the probe saw it write, so outputs that still pass
-  prove the DSL part was decoration;
+- `knockout`: run the kernel, then poison (NaN) every argument it wrote — as if it had not run — so outputs that
+  still pass prove the DSL part was decoration;
 - `scramble`: run the kernel, then replace what it wrote by a random permutation of those same values. Outputs
   that still pass depend on the DSL only through something a permutation keeps (a zero or constant term, a NaN
   flag), i.e. not on what the DSL computed.
@@ -83,7 +83,6 @@ class LaunchMonitor:
         self.compiles: list[CompileRecord] = []
         self.compile_error: str | None = None  # the DSL's message when a compile raised
         self.current = CallRecord()
-        self._probe_written: list[list[int]] = []
         self._dlpack_sources: dict[int, tuple[Any, torch.Tensor]] = {}
         self.patched: dict[str, Callable[..., Any]] = {}
 
@@ -97,8 +96,6 @@ class LaunchMonitor:
 
     def end_call(self) -> CallRecord:
         record = self.current
-        if self.mode == "probe":
-            self._probe_written = [list(w) for w in record.written]
         self._dlpack_sources.clear()
         return record
 
@@ -116,23 +113,11 @@ class LaunchMonitor:
 
     def launch(self, kernel: Callable[..., Any], executes: bool, args: tuple[Any, ...], kwargs: dict) -> Any:
         record = self.current
-        index = record.launches
         record.launches += 1
         if not executes:
             record.stub_launches += 1
             return None
-        if self.mode in ("knockout", "scramble"):
-            result = None
-            if self.mode == "scramble":
-                result = kernel(*args, **kwargs)
-                self._sync()
-            written = self._probe_written[index] if index < len(self._probe_written) else []
-            for position in written:
-                tensor = self._torch_view(args[position]) if position < len(args) else None
-                if tensor is not None:
-                    (_permute if self.mode == "scramble" else _poison)(tensor)
-            return result
-        if self.mode != "probe":
+        if self.mode == "execute":
             started = time.perf_counter()
             result = kernel(*args, **kwargs)
             record.launch_us += (time.perf_counter() - started) * 1e6
@@ -142,6 +127,16 @@ class LaunchMonitor:
         result = kernel(*args, **kwargs)
         self._sync()
         written = [i for i, (v, b) in enumerate(zip(views, before)) if v is not None and not _same_values(v, b)]
+        if self.mode in ("knockout", "scramble"):
+            # What this launch wrote, seen now, not what the probe's launch at the same position wrote: a kernel
+            # that picks among DSL kernels by the data launches another kernel, with other arguments, at that
+            # position in this call (an honest dispatch was failed as `input_mutated` when the poison landed in an
+            # input). Knockout poisons what the launch wrote, as if it had not run; scramble permutes it.
+            for position in written:
+                view = views[position]
+                assert view is not None
+                (_permute if self.mode == "scramble" else _poison)(view)
+            return result
         record.written.append(written)
         inputs = [b for i, b in enumerate(before) if b is not None and i not in written]
         copies = [w for w in written if any(_same_values(views[w], b) for b in inputs)]

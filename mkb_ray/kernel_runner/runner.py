@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional, TextIO
 
 import torch
 
+from .draw_clock import DrawClock, DrawTime
 from .evidence import summarise, summarise_cpu, wall_share
 from .exchange import TensorSlot, open_exchange, view
 from .guards import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
@@ -72,11 +73,15 @@ class KernelRunner:
         self.privates: Optional[list[list[Any]]] = None  # a compiled baseline's own copies of each bank's inputs
         self.private: Optional[list[Any]] = None
         self.on_gpu = False
+        self.clock: Optional[DrawClock] = None  # on a GPU: the device's record of every call (draw_clock.py)
+        self.draw_times: list[DrawTime] = []  # the current round trip's, one per bank called
 
     # ----- requests -------------------------------------------------------------------------------------
     def attach(self, message: dict[str, Any]) -> dict[str, Any]:
         self.on_gpu = message["device"] == "cuda"
         buffer = open_exchange(message["buffer"], self.workdir / "exchange")
+        if self.on_gpu and torch.cuda.is_available():
+            self.clock = DrawClock(flush_l2=bool(message.get("flush_l2", True)))
         self.banks = [([view(buffer, TensorSlot.from_json(item["slot"])) if "slot" in item else item["value"]
                         for item in bank["inputs"]],
                        [view(buffer, TensorSlot.from_json(slot)) for slot in bank["outputs"]])
@@ -127,6 +132,7 @@ class KernelRunner:
         if not order or any(not 0 <= b < len(self.banks) for b in order):
             raise ValueError(f"banks {order} outside the {len(self.banks)} attached")
         reply: dict[str, Any] = {"ok": True}
+        self.draw_times = []
         try:
             for bank in order:
                 self.inputs, self.outputs = self.banks[bank]
@@ -134,6 +140,9 @@ class KernelRunner:
                 reply = self._call_one(message)
         finally:
             self.inputs, self.outputs = self.banks[0]
+        if self.draw_times:  # the device's record, per bank in the order called; the checker bounds it
+            reply["device_ms"] = [t.counted_ms for t in self.draw_times]
+            reply["late_draws"] = sum(t.late for t in self.draw_times)
         return reply
 
     def _call_one(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +155,8 @@ class KernelRunner:
                   for t in self.inputs]
         profiler = None
         try:
+            if self.clock is not None:
+                self.clock.prepare()
             if profile:
                 activities = [torch.profiler.ProfilerActivity.CPU]
                 if self.on_gpu:  # the device's own record of every kernel that ran
@@ -153,13 +164,17 @@ class KernelRunner:
                 else:  # aten operators, and numpy calls through the Python tracer
                     profiler = torch.profiler.profile(activities=activities, with_stack=True)
                 profiler.__enter__()
+            arguments = self.private if self.private is not None else self.inputs
             started = time.perf_counter()
-            result = self.solve(*(self.private if self.private is not None else self.inputs))  # type: ignore[misc]
-            # Every call, timed or not, ends with the device idle: a draw's time is its own (as CUDA events around
-            # one call would give), never overlapped with the next draw's launches. Measured on the H200 without
-            # this wait: no less noise, and a throughput, not the latency MetaKernelBench reports.
-            if self.on_gpu:
-                torch.cuda.synchronize()
+            # Every call, timed or not, ends with the device idle: a draw's time is its own, never overlapped with
+            # the next draw's launches. On a GPU every call (not only timed ones) runs inside the draw clock.
+            if self.clock is not None:  # a GPU that executes (compile-only hosts have none)
+                result, drawn = self.clock.run(lambda: self.solve(*arguments))  # type: ignore[misc]
+                self.draw_times.append(drawn)
+            else:
+                result = self.solve(*arguments)  # type: ignore[misc]
+                if self.on_gpu:
+                    torch.cuda.synchronize()
             solve_us = (time.perf_counter() - started) * 1e6
         except Rejection:
             raise

@@ -89,6 +89,13 @@ class Verdict(BaseModel):
     harness_overhead_ms: Optional[float] = Field(
         None, description="median round trip of a no-op solve, taken off kernel_ms, eager_ms and torch_compile_ms")
     kernel_roundtrip_ms: Optional[float] = Field(None, description="the kernel's median round trip before that")
+    kernel_wall_ms: Optional[float] = Field(
+        None, description="the checker's own clock: median round trip per draw net of the no-op's. On a GPU an upper "
+                          "bound of kernel_ms (the device's record), and a floor: kernel_ms >= WALL_BOUND_RATIO of it")
+    eager_wall_ms: Optional[float] = Field(None, description="the eager baseline on the checker's own clock, likewise")
+    late_draws: Optional[int] = Field(
+        None, description="GPU: timed draws whose device work outlived solve's return (each counted until the "
+                          "device-wide wait, not until solve returned)")
     baseline_source: Optional[Literal["measured", "cached"]] = None
     baseline_drift: Optional[float] = Field(None, description="re-measured / cached eager time, when re-measured")
     roofline: Optional[Roofline] = Field(None, description="GPU verdicts with a time: fraction of speed-of-light")
