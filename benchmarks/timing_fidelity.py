@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -114,14 +115,15 @@ def run_inprocess(rows: list[tuple[str, str]], runs: int) -> list[dict[str, Any]
 
 # --- the judge ---------------------------------------------------------------------------------------------------
 
-def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache_dir: Path) -> list[dict[str, Any]]:
+def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache_dir: Path,
+               device_lock: Path) -> list[dict[str, Any]]:
     from mkb_ray.judge import JudgeOptions, judge_kernel
 
     verdicts = []
     for _ in range(runs):
         started = time.perf_counter()
         verdict = judge_kernel(problem, kernel, dsl, "cuda", seed=None, options=JudgeOptions(compile_baseline=False),
-                               pool=pool, baseline_cache_dir=cache_dir)
+                               pool=pool, baseline_cache_dir=cache_dir, device_lock=device_lock)
         verdicts.append({"tier": verdict.tier, "reason": verdict.reason[:300], "kernel_ms": verdict.kernel_ms,
                          "eager_ms": verdict.eager_ms, "speedup": verdict.speedup,
                          "kernel_wall_ms": verdict.kernel_wall_ms, "eager_wall_ms": verdict.eager_wall_ms,
@@ -229,6 +231,9 @@ def main() -> int:
     parser.add_argument("--dsls", nargs="*", default=["tirx", "cutedsl"])
     parser.add_argument("--runs", type=int, default=10, help="judgements and in-process runs per row (default 10)")
     parser.add_argument("--out", type=Path, help="directory for one JSON per row (and summary.json)")
+    parser.add_argument("--jobs", type=int, default=2,
+                        help="rows judged at once (default 2): each judgement still times alone under the device lock, "
+                             "the others' compiles and checks overlap it")
     parser.add_argument("--resume", action="store_true", help="skip rows whose JSON is already in --out")
     parser.add_argument("--report", type=Path, help="only print the table from a finished --out directory")
     parser.add_argument("--inprocess-spec", help=argparse.SUPPRESS)
@@ -263,14 +268,19 @@ def main() -> int:
     print(f"in-process timing done after {time.perf_counter() - started:.0f} s", flush=True)
     with CheckerPool("cuda", spares=GPU_SPARES) as pool, tempfile.TemporaryDirectory(prefix="mkb-fid-") as cache:
         wait_for_spare(pool)
-        for problem, dsl in todo:
+        lock = Path(cache) / "device.lock"
+
+        def one_row(problem: Any, dsl: str) -> None:
             inproc = next(r for r in reference[dsl] if r["problem_id"] == problem.problem_id)
             row = {"problem_id": problem.problem_id, "dsl": dsl, "inprocess": inproc,
-                   "judge": judge_runs(problem, problem.solutions[dsl], dsl, args.runs, pool, Path(cache))}
+                   "judge": judge_runs(problem, problem.solutions[dsl], dsl, args.runs, pool, Path(cache), lock)}
             (out / f"row-{problem.problem_id.replace('/', '-')}-{dsl}.json").write_text(json.dumps(row, indent=1))
-            summary = summarise(row)
-            print_table([summary])
+            print_table([summarise(row)])
             print(f"  ({time.perf_counter() - started:.0f} s so far)", flush=True)
+
+        with ThreadPoolExecutor(max_workers=max(args.jobs, 1)) as workers:
+            for done in [workers.submit(one_row, problem, dsl) for problem, dsl in todo]:
+                done.result()
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("row-*.json"))]
     summaries = [summarise(r) for r in rows]
     (out / "summary.json").write_text(json.dumps(summaries, indent=1))

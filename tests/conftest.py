@@ -97,6 +97,14 @@ sys.addaudithook(_audit_subprocesses)  # hooks live as long as the interpreter: 
 
 
 @pytest.fixture(autouse=True)
+def _optional_ray():
+    try:
+        import ray
+    except ImportError:
+        return None
+    return ray
+
+
 def _needs_are_declared(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
     declared = {marker.name for marker in request.node.iter_markers()}
     _DeclaredNeeds.current = declared
@@ -106,9 +114,8 @@ def _needs_are_declared(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
 
         monkeypatch.setattr(CheckerProcess, "__init__", _refuse("judge", "starts a checker process"))
         monkeypatch.setattr(KernelProcess, "__init__", _refuse("judge", "starts a kernel process"))
-    if "ray" not in declared:
-        import ray
-
+    ray = _optional_ray()
+    if "ray" not in declared and ray is not None:  # the GPU host runs the judge's tests without Ray installed
         monkeypatch.setattr(ray, "init", _refuse("ray", "starts or joins Ray"))
     yield
     _DeclaredNeeds.current = None

@@ -1,0 +1,159 @@
+"""Probe: where does the judge's device time exceed in-process CUDA-event timing of the same kernel?
+
+benchmarks/timing_fidelity.py found the judge's CUDA events (made in the kernel process) 1.1-1.9x the in-process
+events, also for a device-bound 0.46 ms kernel. This times one solution in-process under variants that each add
+one thing the judge's kernel process does differently, so the variant that moves the number names the cause:
+
+- reference:       the method itself (L2 flush, events around the call, device-wide wait), fixed inputs;
+- idle_1ms/5ms:    the host sleeps before each call (the judge's calls come after pipe round trips and checks);
+- fresh_copy:      a new draw copied into the input buffers before each call (the checker writes every draw);
+- exchange:        the inputs living in one dedicated cudaMalloc buffer, as views (the exchange's layout);
+- packed_256:      the same, every tensor at a 256-byte offset (the exchange's layout before large tensors were
+                   aligned to 2 MiB);
+- clock_idle1ms:   the judge's own draw clock (warm-up, flush, events) with 1 ms of host sleep before each call;
+- banks5:          five input sets used in turn (the judge's banks);
+- monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
+- after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
+                   in the process (the judge's kernel processes warm the profiler up at start and profile calls).
+
+    python3 scripts/probes/timing_gap.py mlp_norm/01_fused_add_rmsnorm tirx [more problem dsl pairs...]
+Prints one line per (problem, dsl, variant): median and min over 50 timed calls after 10 warm-up, 3 repeats.
+"""
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mkb_ray.judge_worker.problem_loader import load_problem  # noqa: E402
+from mkb_ray.kernel_runner.draw_clock import DrawClock  # noqa: E402
+from mkb_ray.kernel_runner.exchange import ExchangeBuffer, TensorSlot, dtype_name, plan_slots, view  # noqa: E402
+from mkb_ray.problems import load_problems  # noqa: E402
+
+FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+START, END = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+
+def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10) -> list[float]:
+    samples = []
+    for index in range(calls):
+        before(index)
+        inputs = inputs_for(index)
+        FLUSH.zero_()
+        torch.cuda.synchronize()
+        START.record()
+        fn(*inputs)
+        END.record()
+        torch.cuda.synchronize()
+        if index >= warmup:
+            samples.append(START.elapsed_time(END))
+    return samples
+
+
+def import_solution(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def draws(loaded, count: int) -> list[list]:
+    out = []
+    for seed in range(count):
+        torch.manual_seed(100 + seed)
+        with torch.device("cuda"):
+            out.append(list(loaded.module.make_inputs()))
+    return out
+
+
+def report(problem_id: str, dsl: str, variant: str, runs: list[list[float]]) -> None:
+    medians = [statistics.median(r) for r in runs]
+    print(f"{problem_id:44} {dsl:8} {variant:12} median {statistics.median(medians):.4f} ms "
+          f"(runs {', '.join(f'{m:.4f}' for m in medians)}; min {min(min(r) for r in runs):.4f})", flush=True)
+
+
+def probe(problem_id: str, dsl: str, exchange_dir: Path) -> None:
+    problem = load_problems().get(problem_id)
+    loaded = load_problem(problem.path, problem_id, "production")
+    solution = import_solution(problem.solutions[dsl], f"plain_{dsl}_{abs(hash(problem_id))}")
+    sets = draws(loaded, 6)
+    fixed = sets[0]
+    variants = {
+        "reference": (lambda i: fixed, lambda i: None),
+        "idle_1ms": (lambda i: fixed, lambda i: time.sleep(0.001)),
+        "idle_5ms": (lambda i: fixed, lambda i: time.sleep(0.005)),
+        "fresh_copy": (lambda i: fixed, lambda i: [t.copy_(s) for t, s in zip(fixed, sets[1 + i % 5])
+                                                   if isinstance(t, torch.Tensor)]),
+        "banks5": (lambda i: sets[1 + i % 5], lambda i: None),
+    }
+    for name, (inputs_for, before) in variants.items():
+        report(problem_id, dsl, name, [timed(solution.solve, inputs_for, before) for _ in range(3)])
+    tensors = [x if isinstance(x, torch.Tensor) else None for x in fixed]
+    slots, end = plan_slots(tensors)
+    exchange = ExchangeBuffer(end, "cuda", exchange_dir)
+    homed = [view(exchange.tensor, s).copy_(x) if s is not None else x for s, x in zip(slots, fixed)]
+    report(problem_id, dsl, "exchange", [timed(solution.solve, lambda i: homed) for _ in range(3)])
+    packed, offset = [], 0  # every tensor at a 256-byte offset, as the exchange packed them before 2026-12-04
+    for x in fixed:
+        if isinstance(x, torch.Tensor):
+            offset = (offset + 255) // 256 * 256
+            packed.append(TensorSlot(dtype_name(x.dtype), tuple(x.shape), offset))
+            offset += max(packed[-1].nbytes, 1)
+        else:
+            packed.append(None)
+    tight = ExchangeBuffer(offset, "cuda", exchange_dir)
+    homed = [view(tight.tensor, s).copy_(x) if s is not None else x for s, x in zip(packed, fixed)]
+    report(problem_id, dsl, "packed_256", [timed(solution.solve, lambda i: homed) for _ in range(3)])
+    warm = DrawClock(flush_l2=True)
+    runs = []
+    for _ in range(3):  # the judge's draw clock itself, with a 1 ms sleep before each call (as after a pipe wait)
+        samples = []
+        for index in range(60):
+            time.sleep(0.001)
+            warm.prepare()
+            _, drawn = warm.run(lambda: solution.solve(*fixed))
+            if index >= 10:
+                samples.append(drawn.counted_ms)
+        runs.append(samples)
+    report(problem_id, dsl, "clock_idle1ms", runs)
+
+
+def main() -> None:
+    pairs = list(zip(sys.argv[1::2], sys.argv[2::2]))
+    with tempfile.TemporaryDirectory() as scratch:
+        for problem_id, dsl in pairs:
+            probe(problem_id, dsl, Path(scratch))
+        # Last: the launch monitor patches the DSLs' entry points for the rest of the process.
+        from mkb_ray.kernel_runner.launches import LaunchMonitor
+
+        for dsl in sorted({d for _, d in pairs}):
+            LaunchMonitor(has_gpu=True).install(dsl)
+        for problem_id, dsl in pairs:
+            problem = load_problems().get(problem_id)
+            loaded = load_problem(problem.path, problem_id, "production")
+            monitored = import_solution(problem.solutions[dsl], f"monitored_{dsl}_{abs(hash(problem_id))}")
+            fixed = draws(loaded, 1)[0]
+            runs = [timed(monitored.solve, lambda i, fixed=fixed: fixed) for _ in range(3)]
+            report(problem_id, dsl, "monitored", runs)
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        for problem_id, dsl in pairs:
+            problem = load_problems().get(problem_id)
+            loaded = load_problem(problem.path, problem_id, "production")
+            again = import_solution(problem.solutions[dsl], f"profiled_{dsl}_{abs(hash(problem_id))}")
+            fixed = draws(loaded, 1)[0]
+            with torch.profiler.profile(activities=activities):
+                again.solve(*fixed)
+                torch.cuda.synchronize()
+            runs = [timed(again.solve, lambda i, fixed=fixed: fixed) for _ in range(3)]
+            report(problem_id, dsl, "after_profiler", runs)
+
+
+if __name__ == "__main__":
+    main()
