@@ -5,11 +5,6 @@ then a device-wide wait), made here by the harness in the kernel process for eve
 times it, checks it, profiles it or not: the flush and the events are part of every call, so none of them tells a
 kernel which kind of call it is in.
 
-Before the events, the host and the device are kept busy for `WARM_S` (flushes issued back to back, the host waiting
-on each): a call that comes after the kernel process slept on its pipe ran slower than the same call made back to
-back, as the in-process method makes them — on the H200 a 27 µs kernel took 44 µs after 1 ms of host sleep and
-60 µs after 5 ms, a 0.10 ms one 0.12 and 0.15 ms (scripts/probes/timing_gap.py). The warm-up is part of every call.
-
 Three events per call, all on the stream that was current when the call began:
 - `start`, recorded once the flush is done and the device is idle;
 - `end`, recorded right after `solve` returned (the call's own span, as KernelBench's events give it);
@@ -22,15 +17,12 @@ wall clock around that trip (`judge_worker/timing.py`), and the verdict keeps th
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # past the 50-60 MiB L2 of H100/H200
-WARM_S = 0.002
-WARM_BYTES_L2_WARM = 1 << 20  # the busy work when the L2 is kept warm (MetaKernelBench's protocol): evicts little
 # Past `end`, a device-wide wait plus one event record on an idle device takes the host some 10-30 µs; a call
 # whose `settled` comes later than this after `end` left device work behind and is counted to `settled`.
 SETTLE_SLACK_MS = 0.1
@@ -55,16 +47,12 @@ class DrawClock:
 
     def __init__(self, flush_l2: bool) -> None:
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if flush_l2 else None
-        self.busy = self.flush if self.flush is not None else torch.empty(WARM_BYTES_L2_WARM // 4, device="cuda")
         self.start, self.end, self.settled = (torch.cuda.Event(enable_timing=True) for _ in range(3))
 
     def prepare(self) -> None:
-        """Before the call (and before a profiler starts, so none of this is part of a call's record): the warm-up,
-        then the flush."""
-        deadline = time.perf_counter() + WARM_S
-        while time.perf_counter() < deadline:
-            self.busy.zero_()
-            torch.cuda.synchronize()
+        """Before the call (and before a profiler starts, so the flush is never part of a call's record). No warm-up:
+        2 ms of back-to-back flushes before each call made it slower, not faster (0.544 vs 0.428 ms for attention/01
+        after 1 ms of host sleep; benchmarks/results/2026-12-04-h200-timing-fidelity.txt, probe 2)."""
         if self.flush is not None:
             self.flush.zero_()
         torch.cuda.synchronize()

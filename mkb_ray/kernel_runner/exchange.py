@@ -20,10 +20,6 @@ from typing import Any, Optional, Sequence
 import torch
 
 ALIGN = 256
-# Tensors of a megabyte or more start on a 2 MiB boundary, as the caching allocator places a tensor that size in a
-# segment of its own: on the H200 a paged-decode kernel (attention/01, TIRx) ran 0.534 ms on inputs packed at 256-byte
-# offsets in one buffer and 0.432 ms on the same inputs allocated one by one (scripts/probes/timing_gap.py).
-LARGE_ALIGN = 2 << 20
 # Above the caching allocator's split threshold a CUDA allocation is its own segment; we bypass it anyway, but
 # keep buffers at least this large so sizes never need rounding per draw.
 MIN_BYTES = 1 << 20
@@ -71,8 +67,7 @@ def plan_slots(tensors: Sequence[Optional[torch.Tensor]], start: int = 0) -> tup
         if tensor is None:
             slots.append(None)
             continue
-        align = LARGE_ALIGN if tensor.numel() * tensor.element_size() >= MIN_BYTES else ALIGN
-        offset = (offset + align - 1) // align * align
+        offset = (offset + ALIGN - 1) // ALIGN * ALIGN
         slot = TensorSlot(dtype_name(tensor.dtype), tuple(tensor.shape), offset)
         slots.append(slot)
         offset += max(slot.nbytes, 1)

@@ -8,9 +8,9 @@ one thing the judge's kernel process does differently, so the variant that moves
 - idle_1ms/5ms:    the host sleeps before each call (the judge's calls come after pipe round trips and checks);
 - fresh_copy:      a new draw copied into the input buffers before each call (the checker writes every draw);
 - exchange:        the inputs living in one dedicated cudaMalloc buffer, as views (the exchange's layout);
-- packed_256:      the same, every tensor at a 256-byte offset (the exchange's layout before large tensors were
-                   aligned to 2 MiB);
-- clock_idle1ms:   the judge's own draw clock (warm-up, flush, events) with 1 ms of host sleep before each call;
+- packed_256:      the same, every tensor at a 256-byte offset (run while the exchange aligned large tensors to
+                   2 MiB: it made no difference, and that alignment was dropped);
+- clock_idle1ms:   the judge's own draw clock (flush, events) with 1 ms of host sleep before each call;
 - banks5:          five input sets used in turn (the judge's banks);
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
