@@ -30,6 +30,10 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
                                else None)
     assert verdict.launches_per_call == 1 and verdict.problem_hash and verdict.seed == 11
     assert verdict.dsl_outputs_only is True
+    # Every executed call's wall-time split is kept (CONTRACT.md): the first call, the correctness draws, one per
+    # timed trip; a TIRx kernel doing all the work spends most of its call inside the launch.
+    split = verdict.work_evidence["wall_split"]
+    assert split["calls"] >= 1 + 4 + 2 + 7 and 0.0 < split["dsl_wall_share_median"] <= 1.0
     names = [c.name for c in verdict.checks]
     # 5 draws + 2 outlier draws + the knockout's probe draw + the profiled draw, and a probe and a profiled draw
     # for each audit between timed draws

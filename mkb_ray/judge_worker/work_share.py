@@ -89,6 +89,31 @@ class PooledWork:
                 "lowest_call_share": min(self.call_shares, default=0.0)}
 
 
+@dataclass
+class WallSplits:
+    """Every executed call's wall time as the kernel process split it: inside the DSL's launches, and the rest
+    (eager PyTorch, numpy, Python). Evidence for analysis, never a rule: at smoke shapes an honest call's fixed
+    Python cost is as large as its kernel, and on a GPU a launch returns before the device work is done, so the
+    "inside the DSL" part is the host's launch time there."""
+
+    dsl_us: list[float] = field(default_factory=list)
+    other_us: list[float] = field(default_factory=list)
+
+    def add(self, reply: Any) -> None:
+        record = reply.get("wall") if isinstance(reply, dict) else None
+        if isinstance(record, dict):
+            self.dsl_us.append(microseconds(record.get("dsl_us")))
+            self.other_us.append(microseconds(record.get("torch_compute_us")))
+
+    def as_evidence(self) -> dict[str, Any]:
+        shares = [_share(d, o) for d, o in zip(self.dsl_us, self.other_us)]
+        return {"calls": len(shares), "dsl_wall_share_median": statistics.median(shares) if shares else None,
+                "dsl_wall_share_min": min(shares, default=None),
+                "dsl_us_median": statistics.median(self.dsl_us) if self.dsl_us else None,
+                "other_us_median": statistics.median(self.other_us) if self.other_us else None,
+                "shares": [round(share, 4) for share in shares[:100]]}
+
+
 def _share(dsl_us: float, compute_us: float) -> float:
     total = dsl_us + compute_us
     return dsl_us / total if total > 0 else 0.0

@@ -11,8 +11,10 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import torch
@@ -104,6 +106,46 @@ class ThreadGuard:
 
     def new_threads(self) -> list[str]:
         return [t.name for t in threading.enumerate() if t.ident not in self._baseline and t.is_alive()]
+
+
+class ProcessGuard:
+    """Processes the submission started and left running: live descendants of this process (read from /proc, which in
+    the sandbox shows this PID namespace only). A child can run on beside later calls and beside the judge's other
+    measurements (a busy-spinning neighbour slowed the eager baseline it is compared with); a finished child that was
+    not reaped is not running and does not count."""
+
+    def __init__(self) -> None:
+        self._baseline = set(_descendants())
+
+    def new_processes(self) -> list[str]:
+        return [f"pid {pid} ({name})" for pid, name in _descendants().items() if pid not in self._baseline]
+
+
+def _descendants() -> dict[int, str]:
+    """Live (not zombie) descendants of this process: pid -> command name."""
+    parents: dict[int, int] = {}
+    names: dict[int, str] = {}
+    try:
+        entries = [entry.name for entry in os.scandir("/proc") if entry.name.isdigit()]
+    except OSError:
+        return {}
+    for entry in entries:
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        close = stat.rindex(")")
+        state, ppid = stat[close + 2:].split()[:2]
+        if state not in ("Z", "X"):
+            parents[int(entry)], names[int(entry)] = int(ppid), stat[stat.index("(") + 1:close]
+    me, found = os.getpid(), {}
+    for pid in parents:
+        ancestor, hops = parents[pid], 0
+        while ancestor in parents and ancestor != me and hops < 64:
+            ancestor, hops = parents[ancestor], hops + 1
+        if ancestor == me:
+            found[pid] = names[pid]
+    return found
 
 
 def output_type_problems(outputs: Sequence[Any], device_type: str) -> list[str]:

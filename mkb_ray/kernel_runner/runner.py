@@ -23,7 +23,7 @@ import torch
 from .draw_clock import DrawClock, DrawTime
 from .evidence import summarise, summarise_cpu, wall_share
 from .exchange import TensorSlot, open_exchange, view
-from .guards import IdentityGuard, ThreadGuard, carries_dsl_values, output_type_problems
+from .guards import IdentityGuard, ProcessGuard, ThreadGuard, carries_dsl_values, output_type_problems
 from .launches import LaunchMonitor
 
 
@@ -66,6 +66,7 @@ class KernelRunner:
         self.monitor: Optional[LaunchMonitor] = None
         self.identity: Optional[IdentityGuard] = None
         self.threads: Optional[ThreadGuard] = None
+        self.processes: Optional[ProcessGuard] = None
         self.banks: list[tuple[list[Any], list[torch.Tensor]]] = []  # (inputs, outputs) views per bank
         self.inputs: list[Any] = []  # the bank being called
         self.outputs: list[torch.Tensor] = []
@@ -75,6 +76,7 @@ class KernelRunner:
         self.on_gpu = False
         self.clock: Optional[DrawClock] = None  # on a GPU: the device's record of every call (draw_clock.py)
         self.draw_times: list[DrawTime] = []  # the current round trip's, one per bank called
+        self.slot_spans: list[tuple[int, int]] = []  # memory of every bank's output slots (never handed to solve)
 
     # ----- requests -------------------------------------------------------------------------------------
     def attach(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +89,7 @@ class KernelRunner:
                        [view(buffer, TensorSlot.from_json(slot)) for slot in bank["outputs"]])
                       for bank in message["banks"]]
         self.inputs, self.outputs = self.banks[0]
+        self.slot_spans = [_span(out) for _, outputs in self.banks for out in outputs]
         self.mutates = [int(i) for i in message["mutates"]]
         return {"ok": True}
 
@@ -115,6 +118,7 @@ class KernelRunner:
         self.monitor.install(str(message["dsl"]))
         self.identity = IdentityGuard(self.monitor.patched)
         self.threads = ThreadGuard()
+        self.processes = ProcessGuard()
         try:
             module = _import_path(path, "mkb_candidate")
         except Exception as err:
@@ -201,6 +205,11 @@ class KernelRunner:
         for index, (out, slot) in enumerate(zip(produced, self.outputs)):
             if not isinstance(out, torch.Tensor):
                 raise Rejection("correctness", f"output {index}: expected a tensor, got {type(out).__name__}")
+            if self.monitor is not None and _overlaps(_span(out), self.slot_spans):
+                # solve is never handed a slot: writing into one was found behind the harness's back, and its copy
+                # into the slot (timed for every kernel, and taken off as the no-op's cost) would be skipped.
+                raise Rejection("output_type", f"output {index} shares memory with the judge's output slots, which "
+                                "solve is never handed; return tensors of your own")
             if tuple(out.shape) != tuple(slot.shape) or out.dtype != slot.dtype:
                 raise Rejection("correctness", f"output {index}: {out.dtype} {tuple(out.shape)} != expected "
                                 f"{slot.dtype} {tuple(slot.shape)}")
@@ -241,6 +250,9 @@ class KernelRunner:
         threads = self.threads.new_threads()
         if threads:
             raise Rejection("threads", f"the submission left threads running: {threads}")
+        processes = self.processes.new_processes() if self.processes is not None else []
+        if processes:
+            raise Rejection("threads", f"the submission left processes running: {', '.join(processes[:5])}")
         if record.launches == 0 and self.monitor.mode != "compile_only":
             raise Rejection("dsl_launch", "solve launched no kernel of the variant's DSL (launch compiled kernels "
                             "from the DSL's compile entry point; eager PyTorch alone is not a submission)")
@@ -270,6 +282,18 @@ class KernelRunner:
         monitor = self.monitor
         return {"ok": True, "compiles": [vars(c) for c in monitor.compiles] if monitor else [],
                 "compile_error": monitor.compile_error if monitor else None}
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int]:
+    """The bytes a tensor's elements cover, [first, last + 1)."""
+    if tensor.numel() == 0:
+        return (tensor.data_ptr(), tensor.data_ptr())
+    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
+    return (tensor.data_ptr(), tensor.data_ptr() + (last + 1) * tensor.element_size())
+
+
+def _overlaps(span: tuple[int, int], spans: list[tuple[int, int]]) -> bool:
+    return any(span[0] < end and start < span[1] for start, end in spans)
 
 
 def serve(requests: TextIO, replies: TextIO, workdir: Path) -> None:

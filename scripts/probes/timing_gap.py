@@ -12,6 +12,9 @@ one thing the judge's kernel process does differently, so the variant that moves
                    2 MiB: it made no difference, and that alignment was dropped);
 - clock_idle1ms:   the judge's own draw clock (flush, events) with 1 ms of host sleep before each call;
 - banks5:          five input sets used in turn (the judge's banks);
+- spin_1ms, sleep5_spin1: the host busy for 1 ms before each call (after 5 ms of sleep in the second): does a
+                   spinning wait (instead of a blocking pipe read) keep calls as fast as back to back?
+- contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
                    in the process (the judge's kernel processes warm the profiler up at start and profile calls).
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +59,22 @@ def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10) -> lis
         if index >= warmup:
             samples.append(START.elapsed_time(END))
     return samples
+
+
+def _spin(seconds: float) -> None:
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+def _idle_contexts(count: int) -> list:
+    """Processes that each hold a CUDA context (and a little memory) and then sleep."""
+    code = ("import time, torch; x = torch.zeros(1 << 20, device='cuda'); torch.cuda.synchronize(); "
+            "print(1, flush=True); time.sleep(600)")
+    processes = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) for _ in range(count)]
+    for process in processes:
+        process.stdout.readline()
+    return processes
 
 
 def import_solution(path: Path, name: str):
@@ -92,9 +112,19 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path) -> None:
         "fresh_copy": (lambda i: fixed, lambda i: [t.copy_(s) for t, s in zip(fixed, sets[1 + i % 5])
                                                    if isinstance(t, torch.Tensor)]),
         "banks5": (lambda i: sets[1 + i % 5], lambda i: None),
+        "spin_1ms": (lambda i: fixed, lambda i: _spin(0.001)),
+        "sleep5_spin1": (lambda i: fixed, lambda i: (time.sleep(0.005), _spin(0.001))),
     }
     for name, (inputs_for, before) in variants.items():
         report(problem_id, dsl, name, [timed(solution.solve, inputs_for, before) for _ in range(3)])
+    idle = _idle_contexts(6)  # as many other CUDA contexts as a judging host holds (checkers, kernel processes)
+    try:
+        report(problem_id, dsl, "contexts6", [timed(solution.solve, lambda i: fixed) for _ in range(3)])
+        report(problem_id, dsl, "ctx6_idle1ms",
+               [timed(solution.solve, lambda i: fixed, lambda i: time.sleep(0.001)) for _ in range(3)])
+    finally:
+        for process in idle:
+            process.kill()
     tensors = [x if isinstance(x, torch.Tensor) else None for x in fixed]
     slots, end = plan_slots(tensors)
     exchange = ExchangeBuffer(end, "cuda", exchange_dir)
