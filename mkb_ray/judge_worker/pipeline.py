@@ -27,7 +27,8 @@ from .session import READY_TIMEOUT_S, KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
 from .timing import (TIMING_RESOLUTION, WALL_BOUND_RATIO, RoundTripTimer, TimedSeries, draws_per_trip, time_draws,
                      timing_resolved)
-from .work_share import PROFILED_CALLS_BEFORE_TIMING, TIME_FIELDS, PooledWork, WallSplits, microseconds
+from .work_share import (EAGER_YARDSTICK, PROFILED_CALLS_BEFORE_TIMING, TIME_FIELDS, PooledWork, WallSplits,
+                         microseconds)
 
 SCHEMA_VERSION = 2
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
@@ -186,11 +187,23 @@ class Judge:
                                "record (CUPTI needs free GPU memory for its buffers)")
                 return
             self.work.add(record)
-            if self.work.passes:
+            if self.work_passes()[0]:
                 break
-        detail = self.work.describe(self.on_gpu) + when
-        self.log.check("decoration", self.work.passes,
-                       detail if self.work.passes else f"eager PyTorch did the work: {detail}")
+        passes, detail = self.work_passes()
+        self.log.check("decoration", passes, detail + when if passes else f"eager PyTorch did the work: {detail}{when}")
+
+    def work_passes(self) -> tuple[bool, str]:
+        """The rule on every profiled call so far: the DSL's median share of the time, and (CPU target) the eager
+        compute against the reference's own (work_share.EAGER_YARDSTICK)."""
+        detail = self.work.describe(self.on_gpu)
+        reference = self.measured_baselines.reference_compute_us if self.measured_baselines is not None else None
+        if self.on_gpu or not reference:
+            return self.work.passes, detail
+        eager = self.work.median_compute_us
+        ratio = eager / reference
+        detail += (f"; eager compute {eager:.0f} µs per profiled call, {ratio:.0%} of the reference's own "
+                   f"{reference:.0f} µs")
+        return self.work.passes and ratio < EAGER_YARDSTICK, detail
 
     # ----- timing -----------------------------------------------------------------------------------------
     def timing(self) -> dict[str, Any]:

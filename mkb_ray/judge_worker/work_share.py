@@ -21,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute: the median over the judgement's profiled calls
+# Eager PyTorch compute in the median profiled call, over the reference's own compute per call (measured the same way
+# in the baseline process), at which the eager part is the reference's work whatever the DSL's share of the time: a
+# DSL launch that spins buys share, it cannot shrink this (tests/adversarial/v3_decoration_share_bought_with_spin.py).
+# CPU target only until it is measured on the GPU's shipped solutions.
+EAGER_YARDSTICK = 0.4
 PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third only while below the bar
 TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us")
 
@@ -41,6 +46,7 @@ class PooledWork:
     totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIME_FIELDS, 0.0))
     compute_ops: dict[str, int] = field(default_factory=dict)
     call_shares: list[float] = field(default_factory=list)
+    call_compute_us: list[float] = field(default_factory=list)
 
     def add(self, record: dict[str, Any]) -> float:
         """Add one call's record; returns that call's own DSL share."""
@@ -55,6 +61,7 @@ class PooledWork:
                 self.compute_ops[key] = self.compute_ops.get(key, 0) + count
         share = _share(times["dsl_us"], times["torch_compute_us"])
         self.call_shares.append(share)
+        self.call_compute_us.append(times["torch_compute_us"])
         return share
 
     @property
@@ -65,6 +72,11 @@ class PooledWork:
     def share(self) -> float:
         """The median call's share (0 with no call): what the rule decides on."""
         return statistics.median(self.call_shares) if self.call_shares else 0.0
+
+    @property
+    def median_compute_us(self) -> float:
+        """PyTorch (and numpy) compute in the median profiled call."""
+        return statistics.median(self.call_compute_us) if self.call_compute_us else 0.0
 
     @property
     def summed_share(self) -> float:
