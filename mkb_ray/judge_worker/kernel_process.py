@@ -143,6 +143,7 @@ class KernelProcess:
                  forked: Optional[ForkedChannels] = None) -> None:
         self.on_gpu, self.role = on_gpu, role
         self.started = time.perf_counter()
+        self._closed = False
         self.process: "subprocess.Popen[bytes] | ForkedKernel"
         if forked is not None:
             self.staging = forked.staging
@@ -291,6 +292,10 @@ class KernelProcess:
             pass
 
     def close(self) -> None:
+        """End the process and read its log to the end. Once: a second kill could hit a reused process group."""
+        if self._closed:
+            return
+        self._closed = True
         if self.process.poll() is None:
             try:
                 self.send({"op": "exit"})

@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=threads
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: starts a child process through multiprocessing as torch's DataLoader module re-exports it; once the kernel's own calls are over (it counts them) the child busy-spins for seconds, beside the baseline process that times eager PyTorch right after, so eager looks slower and the kernel's speedup larger
-# must be rejected because: a process the submission leaves running after a call is seen by the kernel process itself (threads); and the baselines are now timed before the candidate is imported, when nothing of it runs
+# must be rejected because: a process the submission leaves running after a call is seen by the kernel process itself (threads); and the kernel process has ended before the baselines are timed
 import torch
 import tvm
 from torch.utils.data.dataloader import python_multiprocessing as mp
