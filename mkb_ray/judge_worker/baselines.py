@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import os
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,9 +21,8 @@ import torch
 from .kernel_process import KernelProcess, Rejected
 from .session import READY_TIMEOUT_S, KernelSession, copy_into
 from .timing import RoundTripTimer, TimedSeries, method_name, time_draws
-from .work_share import microseconds
 
-CACHE_VERSION = 3  # 2: device times (CUDA events) beside the round trips; 3: the reference's own compute
+CACHE_VERSION = 2  # 2: device times (CUDA events) beside the round trips
 REMEASURE_EVERY = 20
 CALL_TIMEOUT_S = 300.0
 
@@ -36,9 +34,6 @@ class Baselines:
     noop_ms: float  # the harness's round trip for a solve that does nothing
     eager_device_ms: Optional[float] = None  # on a GPU: the device's record of the eager call (CUDA events)
     torch_compile_device_ms: Optional[float] = None
-    # The reference's own PyTorch compute in one call (µs, median of REFERENCE_PROFILES profiled calls, measured as
-    # a candidate's is): the yardstick a candidate's eager compute is held to (work_share.EAGER_YARDSTICK).
-    reference_compute_us: Optional[float] = None
     source: str = "measured"  # 'measured' | 'cached'
     uses: int = 0
     drift: Optional[float] = None  # re-measured eager / cached eager, when this use re-measured
@@ -107,7 +102,6 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
         with alone():
             noop = run("noop", 0)
             eager = run("reference", 2000)
-            reference_compute = profiled_compute_us(session, draw)
         compiled: Optional[TimedSeries] = None
         note = None
         if compile_baseline:
@@ -120,25 +114,9 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
                          torch_compile_ms=compiled.wall.median_ms if compiled else None,
                          eager_device_ms=eager.device.median_ms if eager.device else None,
                          torch_compile_device_ms=compiled.device.median_ms if compiled and compiled.device else None,
-                         reference_compute_us=reference_compute, note=note)
+                         note=note)
     finally:
         session.close()
-
-
-REFERENCE_PROFILES = 5
-
-
-def profiled_compute_us(session: KernelSession, draw: Callable[[int], list[Any]]) -> Optional[float]:
-    """The eager reference's PyTorch compute per call, profiled as a candidate's calls are (the reference must be
-    loaded): the median of REFERENCE_PROFILES calls on fresh draws; None when the profiler recorded nothing."""
-    computes = []
-    for index in range(REFERENCE_PROFILES):
-        session.write_inputs(draw(2500 + index), 0)
-        reply = session.call(CALL_TIMEOUT_S, profile=True, banks=(0,))
-        evidence = reply.get("evidence") if isinstance(reply, dict) else None
-        if isinstance(evidence, dict):
-            computes.append(microseconds(evidence.get("torch_compute_us")))
-    return statistics.median(computes) if computes else None
 
 
 def cached_or_measured(cache_dir: Optional[Path], key: str, measure_now: Callable[[], Baselines]) -> Baselines:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from .device_lock import DeviceLock
 from .kernel_process import KernelProcess, Rejected
 from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
+from .sandbox import SandboxLimits
 from .session import READY_TIMEOUT_S, KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
 from .timing import (TIMING_RESOLUTION, WALL_BOUND_RATIO, RoundTripTimer, TimedSeries, draws_per_trip, time_draws,
@@ -34,6 +36,7 @@ SCHEMA_VERSION = 2
 POST_TIMING_SAMPLES = 4  # timed draws re-checked besides the last one
 TIMING_AUDITS = 2  # probe + knockout audits at secret positions among the timed draws
 KNOCKOUT_SEED_OFFSET = 7919  # the knockout call's draw, relative to its probe's
+REFERENCE_PROFILES = 5  # profiled reference calls behind the eager-compute yardstick
 CALL_TIMEOUT_S = 300.0  # one solve call (the first one compiles); the parent's limit bounds the whole judgement
 
 
@@ -187,11 +190,14 @@ class Judge:
         self.log.check("decoration", self.work.passes,
                        detail if self.work.passes else f"eager PyTorch did the work: {detail}")
 
-    def yardstick(self, reference_us: Optional[float]) -> None:
-        """CPU target, once the baselines are in: the eager compute of the median profiled call against the
-        reference's own compute per call (work_share.EAGER_YARDSTICK). The share rule compares two times the kernel
-        controls; a DSL launch that casts and then spins buys share, it cannot shrink this."""
-        if self.on_gpu or not reference_us or not self.work.calls:
+    def yardstick(self) -> None:
+        """CPU target, after timing: the eager compute of the median profiled call against the reference's own
+        compute per call (work_share.EAGER_YARDSTICK). The share rule compares two times the kernel controls; a DSL
+        launch that casts and then spins buys share, it cannot shrink this."""
+        if self.on_gpu or not self.work.calls:
+            return
+        reference_us = self.reference_compute_us()
+        if not reference_us:
             return
         eager = self.work.median_compute_us
         ratio = eager / reference_us
@@ -199,6 +205,26 @@ class Judge:
                   f"the reference's own {reference_us:.0f} µs per call (the bar: {EAGER_YARDSTICK:.0%})")
         self.log.check("decoration", ratio < EAGER_YARDSTICK,
                        detail if ratio < EAGER_YARDSTICK else f"eager PyTorch did the reference's work: {detail}")
+
+    def reference_compute_us(self) -> float:
+        """The reference's own PyTorch compute per call on this target: profiled here, on the checker's copies (the
+        reference never runs in the kernel process), the way the kernel process profiles a candidate's calls and
+        with its thread count; the median of REFERENCE_PROFILES fresh draws."""
+        from ..kernel_runner.evidence import summarise_cpu
+
+        computes = []
+        threads = torch.get_num_threads()
+        torch.set_num_threads(SandboxLimits().threads)
+        try:
+            for index in range(REFERENCE_PROFILES):
+                inputs = self.draw(self.request.seed + 2500 + index)
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True) as run:
+                    with torch.no_grad():
+                        self.problem.reference(*inputs)
+                computes.append(summarise_cpu(run, 0.0).torch_compute_us)
+        finally:
+            torch.set_num_threads(threads)
+        return statistics.median(computes)
 
     # ----- timing -----------------------------------------------------------------------------------------
     def timing(self) -> dict[str, Any]:
@@ -257,12 +283,15 @@ class Judge:
         # The kernel process ends here, before the baselines are timed: nothing of the candidate (a child process,
         # a thread) can run beside them and slow the eager time its speedup is measured against
         # (tests/adversarial/v3_noisy_neighbour_slows_baselines.py). Its compile account is taken first.
-        self.final_compiles = self.process.request({"op": "compiles"}, 30.0)
+        try:
+            self.final_compiles = self.process.request({"op": "compiles"}, 30.0)
+        except Rejected:  # its own account only informs the verdict (as in _finish)
+            self.final_compiles = {}
         self.process.close()
         started = time.perf_counter()
         baselines = self.baselines()
         self.phases_s["timing_baselines"] = time.perf_counter() - started
-        self.yardstick(baselines.reference_compute_us)
+        self.yardstick()
         if baselines.note:
             self.log.note("baselines", baselines.note)
         return self.reported_times(series, baselines)

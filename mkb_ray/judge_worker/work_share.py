@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute: the median over the judgement's profiled calls
-# Eager PyTorch compute in the median profiled call, over the reference's own compute per call (measured the same way
-# in the baseline process), at which the eager part is the reference's work whatever the DSL's share of the time: a
+# Eager PyTorch compute in the median profiled call, over the reference's own compute per call (profiled the same way
+# by the checker), at which the eager part is the reference's work whatever the DSL's share of the time: a
 # DSL launch that spins buys share, it cannot shrink this (tests/adversarial/v3_decoration_share_bought_with_spin.py).
 # CPU target only until it is measured on the GPU's shipped solutions.
 EAGER_YARDSTICK = 0.4
