@@ -463,7 +463,8 @@ def _finish(fields: dict[str, Any], log: CheckLog, judge: Optional[Judge], start
             fields.setdefault("work_evidence", {})["wall_split"] = judge.wall_splits.as_evidence()
         if fields.get("tier") != "compile_only" and judge.session is not None:
             try:  # taken before the kernel process ended, when the judgement reached timing
-                info = judge.final_compiles or judge.process.request({"op": "compiles"}, 30.0)
+                info = (judge.final_compiles if judge.final_compiles is not None
+                        else judge.process.request({"op": "compiles"}, 30.0))
             except Rejected:
                 info = {}
             compiles = _compile_records(info.get("compiles"))

@@ -40,9 +40,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ..kernel_runner.draw_clock import L2_FLUSH_BYTES
 from .kernel_process import Rejected
 
-L2_FLUSH_BYTES = 256 * 1024 * 1024
 # A kernel whose net time (round trip minus the no-op's) is under this share of the no-op round trip is not resolved:
 # its time is the difference of two noisy numbers of which it is a small part (under load a no-op trip took 21.7 ms
 # and a kernel's net came out at the 1 µs floor: "67441x eager"), so no speedup is claimed for it.
@@ -143,6 +143,11 @@ class RoundTripTimer:
         return reply, (time.perf_counter() - started) * 1e3
 
 
+def _count(value: Any) -> int:
+    """A count the kernel process reported, or 0 when it is not one (its account informs, never decides)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 @dataclass
 class TimedSeries:
     """One series of timed draws: the checker's wall clock per draw, and on a GPU the device's record."""
@@ -150,10 +155,6 @@ class TimedSeries:
     wall: TimingResult
     device: Optional[TimingResult] = None
     late_draws: int = 0  # draws whose work outlived `solve`'s return (counted to the device-wide wait)
-
-    @property
-    def reported(self) -> TimingResult:
-        return self.device if self.device is not None else self.wall
 
 
 def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Callable[[int], Any], warmup: int,
@@ -181,7 +182,7 @@ def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Ca
             # at once from the others; a median over draws would then read the others' near-zero times.
             if recorded:
                 devices.append(sum(recorded) / len(recorded))
-            late += int(reply.get("late_draws", 0) or 0) if timer.on_gpu else 0
+            late += _count(reply.get("late_draws")) if timer.on_gpu else 0
 
     def result(samples: list[float], device_clock: bool) -> TimingResult:
         return TimingResult(method_name(timer.on_gpu, per_trip, timer.flush_l2, device_clock),

@@ -238,7 +238,8 @@ class KernelRunner:
                                 "of being written in place; the caller's buffer never changed")
 
     def _integrity(self, record: Any, produced: list[Any], mode: str, timed: bool) -> dict[str, Any]:
-        assert self.monitor is not None and self.identity is not None and self.threads is not None
+        assert self.monitor is not None and self.identity is not None and self.threads is not None \
+            and self.processes is not None
         patched = self.identity.violations(full=not timed)  # the cheap check only, between timed draws
         if patched:
             self.identity.restore()
@@ -250,7 +251,7 @@ class KernelRunner:
         threads = self.threads.new_threads()
         if threads:
             raise Rejection("threads", f"the submission left threads running: {threads}")
-        processes = self.processes.new_processes() if self.processes is not None else []
+        processes = self.processes.new_processes()
         if processes:
             raise Rejection("threads", f"the submission left processes running: {', '.join(processes[:5])}")
         if record.launches == 0 and self.monitor.mode != "compile_only":
