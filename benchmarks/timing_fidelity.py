@@ -215,10 +215,16 @@ def chosen(families: Optional[list[str]], per_family: int, problem_ids: Optional
     problems = load_problems()
     everything = sorted(problems.problems, key=lambda p: p.problem_id)
     if problem_ids:
-        return [problems.get(pid) for pid in problem_ids]
+        try:
+            return [problems.get(pid) for pid in problem_ids]
+        except KeyError as err:
+            raise SystemExit(f"--problem: {err.args[0]}") from None
     by_family: dict[str, list[Any]] = {}
     for problem in everything:
         by_family.setdefault(problem.family, []).append(problem)
+    unknown = sorted(set(families or []) - set(by_family))
+    if unknown:
+        raise SystemExit(f"--families: no family {', '.join(unknown)} (known: {', '.join(sorted(by_family))})")
     return [p for family in sorted(by_family) if not families or family in families
             for p in by_family[family][:per_family]]
 
