@@ -104,12 +104,22 @@ def test_only_the_command_line_imports_the_command_line():
     assert users == [], users
 
 
+# The kernel runner's modules the checker reads, each for one agreement between the two processes (their source is
+# read-only to the sandbox, so importing them gives the kernel nothing).
+AGREED_WITH_THE_CHECKER = {
+    "mkb_ray.kernel_runner.exchange",    # the wire format of the shared buffers
+    "mkb_ray.kernel_runner.evidence",    # one classification of a CPU profile: the candidate's calls and the
+                                         # reference's yardstick are only comparable if read the same way
+    "mkb_ray.kernel_runner.draw_clock",  # the L2 flush size, so the checker's own clock flushes what the device's does
+}
+
+
 def test_the_judging_processes_import_only_themselves():
     # They run on bare GPU hosts (standard library, torch, numpy and the DSL only); mkb_ray's own __init__ is
-    # import-light by design. The checker may use the kernel runner's exchange format (the one thing both sides
-    # must agree on); the kernel runner, which runs next to hostile code, imports nothing of the checker's.
+    # import-light by design. The checker may use what both sides must agree on (AGREED_WITH_THE_CHECKER); the
+    # kernel runner, which runs next to hostile code, imports nothing of the checker's.
     outside = {t for m, p in MODULES.items() if _room(m) == "judge_worker" for t in _imports(m, p)
-               if _room(t) not in ("judge_worker", "mkb_ray") and t != "mkb_ray.kernel_runner.exchange"}
+               if _room(t) not in ("judge_worker", "mkb_ray") and t not in AGREED_WITH_THE_CHECKER}
     assert not outside, outside
     from_kernel_side = {t for m, p in MODULES.items() if _room(m) == "kernel_runner" for t in _imports(m, p)
                         if _room(t) not in ("kernel_runner", "mkb_ray")}
