@@ -128,7 +128,9 @@ def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache
                          "eager_ms": verdict.eager_ms, "speedup": verdict.speedup,
                          "kernel_wall_ms": verdict.kernel_wall_ms, "eager_wall_ms": verdict.eager_wall_ms,
                          "timing_method": verdict.timing_method, "late_draws": verdict.late_draws,
-                         "baseline_source": verdict.baseline_source, "wall_s": time.perf_counter() - started})
+                         "baseline_source": verdict.baseline_source, "wall_s": time.perf_counter() - started,
+                         "trip_positions": next((c.detail for c in verdict.checks if c.name == "trip_positions"),
+                                                None)})
     return verdicts
 
 

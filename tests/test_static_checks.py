@@ -47,6 +47,14 @@ def test_every_shipped_solution_passes_the_static_rules(problems):
     ("a = torch.zeros(1).numpy().tofile('f')", "banned_attribute"),
     ("o = torch.zeros(1).max(weights_only=False)", "banned_call"),
     ("d = torch._dynamo", "private_access"),
+    # An import is attribute access too: private names and modules, and threads under any module's name.
+    ("from torch.autograd import _profiler_enabled", "private_access"),  # which calls are profiled
+    ("from dataclasses import _thread", "private_access"),  # the raw-thread module, re-exported
+    ("import torch.utils.data._utils.worker as w", "private_access"),
+    ("t = torch.cuda.threading.Thread(target=None)", "banned_attribute"),
+    ("from torch.cuda import threading", "banned_attribute"),
+    ("import numpy", "banned_import"),  # its operators compute where neither profiler nor launch record sees
+    ("a = torch.zeros(1).numpy()", "banned_attribute"),
 ])
 def test_each_escape_is_flagged(body, rule):
     assert rule in rules(body)

@@ -136,3 +136,26 @@ def test_a_real_profile_has_the_fields_summarise_reads():
     assert ops[0].time_range.start <= ops[0].time_range.end
     evidence = summarise(profile)
     assert (evidence.dsl_us, evidence.torch_compute_us, evidence.torch_glue_us) == (0.0, 0.0, 0.0)
+
+
+def test_cpu_evidence_counts_the_input_elements_of_outermost_compute_operators_only():
+    """The CPU target's second yardstick (work_share.EAGER_ELEMENTS_YARDSTICK): a one-element comparison reads
+    almost nothing, a mean over a tensor reads all of it once (its own aten::sum inside it is not counted again),
+    and glue (slices, casts) reads nothing that counts."""
+    import torch
+
+    from mkb_ray.kernel_runner.evidence import summarise_cpu
+
+    x = torch.randn(16, 64)
+
+    def profiled(fn):
+        fn()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                    record_shapes=True) as run:
+            fn()
+        return summarise_cpu(run, 0.0)
+
+    assert profiled(lambda: x[0, 0] >= 0).torch_compute_elements <= 2
+    assert 16 * 64 <= profiled(lambda: x.mean(-1)).torch_compute_elements <= 16 * 64 + 8  # + its scalar arguments
+    assert profiled(lambda: x[:, :32].float().contiguous()).torch_compute_elements == 0
+    assert 2 * 16 * 64 <= profiled(lambda: x * x).torch_compute_elements <= 2 * 16 * 64 + 8

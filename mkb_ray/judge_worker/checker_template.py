@@ -137,8 +137,9 @@ def main() -> int:
     from .session import READY_TIMEOUT_S  # noqa: F401
 
     # The profiler's lazy imports (~0.8 s) once here, not in every fork: a CPU-target judgement profiles the
-    # reference for the eager-compute yardstick (pipeline.Judge.reference_compute_us).
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+    # reference for the eager-compute yardstick (pipeline.Judge.reference_per_call).
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                record_shapes=True):
         torch.ones(1).add_(1)
 
     control.send(json.dumps({"ready": True}).encode())

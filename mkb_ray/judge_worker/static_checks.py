@@ -12,8 +12,11 @@ import string
 from dataclasses import dataclass
 
 # Standard-library and numeric modules any kernel may import.
-_COMMON_IMPORTS = ("torch", "numpy", "math", "functools", "typing", "dataclasses", "itertools", "operator",
-                   "enum", "collections", "__future__")
+# Not numpy: its arithmetic operators on arrays run compute that neither the profiler (no aten operator, no Python
+# call for its tracer) nor the DSL's launch record sees (tests/adversarial/v3_decoration_numpy_operators.py); and
+# no kernel needs a second array library beside torch.
+_COMMON_IMPORTS = ("torch", "math", "functools", "typing", "dataclasses", "itertools", "operator", "enum",
+                   "collections", "__future__")
 _DSL_IMPORTS = {
     "cutedsl": ("cutlass",),
     "tirx": ("tvm",),
@@ -60,6 +63,13 @@ _BANNED_ATTRIBUTES = {
     "library": "custom torch operators bypass the DSL",
     "ops": "custom torch operator namespaces can hide non-DSL kernels",
     "multiprocessing": "subprocesses are not allowed",
+    # Threads through the standard library's re-exports (torch.cuda.threading, torch.cuda.tunable.concurrent, ...):
+    # the profiler records only the threads it was started on, so eager work on another thread is invisible to it.
+    "threading": "threads are not allowed",
+    "Thread": "threads are not allowed",
+    "concurrent": "threads are not allowed",
+    "ThreadPoolExecutor": "threads are not allowed",
+    "numpy": "numpy arrays compute outside the DSL and outside the profiler's record",
     # getattr by other names.
     "attrgetter": "operator.attrgetter is reflection (getattr by another name)",
     "methodcaller": "operator.methodcaller is reflection (getattr by another name)",
@@ -134,6 +144,7 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if not _import_allowed(alias.name, self.dsl):
                 self._flag("banned_import", node, f"import of '{alias.name}' is not allowed for the {self.dsl} variant")
+            self._flag_private_path(alias.name, node)
             self.module_aliases[(alias.asname or alias.name).split(".")[0]] = alias.name.split(".")[0]
         self.generic_visit(node)
 
@@ -143,14 +154,25 @@ class _Checker(ast.NodeVisitor):
             self._flag("banned_import", node, "relative imports are not allowed")
         elif not _import_allowed(module, self.dsl):
             self._flag("banned_import", node, f"import from '{module}' is not allowed for the {self.dsl} variant")
+        self._flag_private_path(module, node)
         for alias in node.names:
             full = f"{module}.{alias.name}"
             if alias.name == "*":
                 self._flag("banned_import", node, "star imports are not allowed")
             elif alias.name in _BANNED_ATTRIBUTES or any(full.startswith(p) for p in _BANNED_IMPORT_PREFIXES):
                 self._flag("banned_attribute", node, f"'{full}': {_BANNED_ATTRIBUTES.get(alias.name, 'banned module')}")
+            elif alias.name.startswith("_"):
+                self._flag("private_access", node, f"import of private name '{full}' is not allowed")
             self.module_aliases[alias.asname or alias.name] = module.split(".")[0]
         self.generic_visit(node)
+
+    def _flag_private_path(self, module: str, node: ast.AST) -> None:
+        # An import is attribute access the Attribute rule never sees: `from torch.autograd import _profiler_enabled`
+        # read the profiler's live state (which calls are profiled), `import torch.utils.data._utils.worker as w`
+        # reaches a module's private internals.
+        private = [part for part in module.split(".") if part.startswith("_") and part != "__future__"]
+        if private:
+            self._flag("private_access", node, f"import of private module '{module}' is not allowed")
 
     def visit_Call(self, node: ast.Call) -> None:
         if isinstance(node.func, ast.Name) and node.func.id in _BANNED_CALLS:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -155,6 +155,9 @@ class TimedSeries:
     wall: TimingResult
     device: Optional[TimingResult] = None
     late_draws: int = 0  # draws whose work outlived `solve`'s return (counted to the device-wide wait)
+    # The median device time of the draws at each position in a trip (first, second, ...): evidence of what the
+    # pipe wait before a trip costs its first call, never a figure the verdict reports as the kernel's time.
+    by_position: list[float] = field(default_factory=list)
 
 
 def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Callable[[int], Any], warmup: int,
@@ -168,6 +171,7 @@ def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Ca
         raise ValueError(f"{timed} timed draws do not split into round trips of {per_trip}")
     walls: list[float] = []
     devices: list[float] = []
+    positions: list[list[float]] = [[] for _ in range(per_trip)]
     late = 0
     for trip in trips(0, warmup, per_trip) + trips(warmup, timed, per_trip):
         prepare(trip)
@@ -182,10 +186,13 @@ def time_draws(timer: RoundTripTimer, prepare: Callable[[range], None], call: Ca
             # at once from the others; a median over draws would then read the others' near-zero times.
             if recorded:
                 devices.append(sum(recorded) / len(recorded))
+                for position, ms in enumerate(recorded):
+                    positions[position].append(ms)
             late += _count(reply.get("late_draws")) if timer.on_gpu else 0
 
     def result(samples: list[float], device_clock: bool) -> TimingResult:
         return TimingResult(method_name(timer.on_gpu, per_trip, timer.flush_l2, device_clock),
                             statistics.median(samples), min(samples), max(samples), timed)
 
-    return TimedSeries(result(walls, False), result(devices, True) if devices else None, late)
+    return TimedSeries(result(walls, False), result(devices, True) if devices else None, late,
+                       [statistics.median(p) for p in positions if p])

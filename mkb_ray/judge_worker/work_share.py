@@ -26,6 +26,11 @@ MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute: the median over the judgem
 # DSL launch that spins buys share, it cannot shrink this (tests/adversarial/v3_decoration_share_bought_with_spin.py).
 # CPU target only until it is measured on the GPU's shipped solutions.
 EAGER_YARDSTICK = 0.4
+# ... and the tensor elements its compute operators took as inputs, over the reference's: both must reach their bar.
+# Time alone failed an honest kernel whose one eager operator (a one-element comparison choosing between two DSL
+# kernels) read 52-66 % of a SwiGLU reference's 22-26 µs of profiled compute at smoke shapes; its elements are
+# ~0 %. An eager copy of the reference reads ~100 % on both.
+EAGER_ELEMENTS_YARDSTICK = 0.25
 PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third only while below the bar
 TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us")
 
@@ -47,6 +52,7 @@ class PooledWork:
     compute_ops: dict[str, int] = field(default_factory=dict)
     call_shares: list[float] = field(default_factory=list)
     call_compute_us: list[float] = field(default_factory=list)
+    call_compute_elements: list[float] = field(default_factory=list)
 
     def add(self, record: dict[str, Any]) -> float:
         """Add one call's record; returns that call's own DSL share."""
@@ -62,6 +68,7 @@ class PooledWork:
         share = _share(times["dsl_us"], times["torch_compute_us"])
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
+        self.call_compute_elements.append(microseconds(record.get("torch_compute_elements")))
         return share
 
     @property
@@ -77,6 +84,11 @@ class PooledWork:
     def median_compute_us(self) -> float:
         """PyTorch (and numpy) compute in the median profiled call."""
         return statistics.median(self.call_compute_us) if self.call_compute_us else 0.0
+
+    @property
+    def median_compute_elements(self) -> float:
+        """Input elements of PyTorch's compute operators in the median profiled call (CPU target)."""
+        return statistics.median(self.call_compute_elements) if self.call_compute_elements else 0.0
 
     @property
     def summed_share(self) -> float:
@@ -104,18 +116,28 @@ class PooledWork:
 @dataclass
 class WallSplits:
     """Every executed call's wall time as the kernel process split it: inside the DSL's launches, and the rest
-    (eager PyTorch, numpy, Python). Evidence for analysis, never a rule: at smoke shapes an honest call's fixed
-    Python cost is as large as its kernel, and on a GPU a launch returns before the device work is done, so the
-    "inside the DSL" part is the host's launch time there."""
+    (eager PyTorch, numpy, Python). The DSL's share of it is evidence, never a rule: at smoke shapes an honest call's
+    fixed Python cost is as large as its kernel, and on a GPU a launch returns before the device work is done, so
+    the "inside the DSL" part is the host's launch time there. On the CPU target the time outside the DSL in the
+    median unprofiled call is set beside the reference's whole call (measured by the checker), as evidence."""
 
     dsl_us: list[float] = field(default_factory=list)
     other_us: list[float] = field(default_factory=list)
+    unprofiled_other_us: list[float] = field(default_factory=list)  # the profiler's own cost is in the others
+    reference_wall_us: float | None = None  # the reference's whole call, timed by the checker (CPU target)
 
-    def add(self, reply: Any) -> None:
+    def add(self, reply: Any, profiled: bool = False) -> None:
         record = reply.get("wall") if isinstance(reply, dict) else None
         if isinstance(record, dict):
             self.dsl_us.append(microseconds(record.get("dsl_us")))
             self.other_us.append(microseconds(record.get("torch_compute_us")))
+            if not profiled:
+                self.unprofiled_other_us.append(self.other_us[-1])
+
+    @property
+    def median_outside_us(self) -> float | None:
+        """Outside the DSL's launches, in the median unprofiled call (None before any)."""
+        return statistics.median(self.unprofiled_other_us) if self.unprofiled_other_us else None
 
     def as_evidence(self) -> dict[str, Any]:
         shares = [_share(d, o) for d, o in zip(self.dsl_us, self.other_us)]
@@ -123,6 +145,10 @@ class WallSplits:
                 "dsl_wall_share_min": min(shares, default=None),
                 "dsl_us_median": statistics.median(self.dsl_us) if self.dsl_us else None,
                 "other_us_median": statistics.median(self.other_us) if self.other_us else None,
+                "outside_dsl_us_unprofiled": self.median_outside_us, "reference_wall_us": self.reference_wall_us,
+                "outside_dsl_over_reference": (self.median_outside_us / self.reference_wall_us
+                                               if self.median_outside_us is not None and self.reference_wall_us
+                                               else None),
                 "shares": [round(share, 4) for share in shares[:100]]}
 
 

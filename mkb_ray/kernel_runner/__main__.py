@@ -51,7 +51,8 @@ def warm_up() -> None:
             with torch.profiler.profile(activities=activities):
                 torch.ones(1, device="cuda").add_(1)
         else:
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                        record_shapes=True):
                 torch.ones(1).add_(1)
 
 

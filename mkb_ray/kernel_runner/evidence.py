@@ -40,6 +40,10 @@ class WorkEvidence:
     torch_compute_us: float = 0.0
     torch_glue_us: float = 0.0
     compute_ops: dict[str, int] = field(default_factory=dict)  # PyTorch compute op/kernel name -> count
+    # CPU target: tensor elements the outermost compute operators took as inputs (record_shapes). At smoke shapes
+    # an operator's profiled time is mostly fixed cost (a one-element comparison read 17 µs, the whole of a SwiGLU
+    # reference 26 µs), its inputs' size is not.
+    torch_compute_elements: int = 0
 
     @property
     def dsl_share(self) -> float:
@@ -133,7 +137,8 @@ def kernel_kind(name: str, launched_under: str = "") -> str:
 
 
 def summarise_cpu(profile: Any, dsl_launch_us: float) -> WorkEvidence:
-    """Classify the aten operators and numpy calls of a finished CPU `torch.profiler.profile(with_stack=True)`."""
+    """Classify the aten operators and numpy calls of a finished CPU
+    `torch.profiler.profile(with_stack=True, record_shapes=True)`."""
     evidence = WorkEvidence("aten_ops", dsl_us=dsl_launch_us)
     for event in profile.events():
         name, self_us = event.name, float(event.self_cpu_time_total)
@@ -141,11 +146,33 @@ def summarise_cpu(profile: Any, dsl_launch_us: float) -> WorkEvidence:
             if _glue_op(name):
                 evidence.torch_glue_us += self_us
                 continue
+            if not _inside_aten_op(event):  # an operator's own sub-operators read the same data again
+                evidence.torch_compute_elements += _input_elements(event)
         elif not ("numpy" in name and getattr(event, "is_python_function", False)):
             continue
         evidence.torch_compute_us += self_us
         evidence.compute_ops[name[:60]] = evidence.compute_ops.get(name[:60], 0) + 1
     return evidence
+
+
+def _inside_aten_op(event: Any) -> bool:
+    parent = getattr(event, "cpu_parent", None)
+    while parent is not None:
+        if str(parent.name).startswith("aten::"):
+            return True
+        parent = getattr(parent, "cpu_parent", None)
+    return False
+
+
+def _input_elements(event: Any) -> int:
+    """Elements of the operator's tensor inputs (scalars and 0-d tensors count one)."""
+    total = 0
+    for shape in getattr(event, "input_shapes", None) or ():
+        count = 1
+        for size in shape if isinstance(shape, (list, tuple)) else ():
+            count *= int(size)
+        total += count
+    return total
 
 
 def wall_share(solve_us: float, launch_us: float) -> WorkEvidence:

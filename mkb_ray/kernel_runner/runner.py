@@ -166,7 +166,7 @@ class KernelRunner:
                 if self.on_gpu:  # the device's own record of every kernel that ran
                     profiler = torch.profiler.profile(activities=[*activities, torch.profiler.ProfilerActivity.CUDA])
                 else:  # aten operators, and numpy calls through the Python tracer
-                    profiler = torch.profiler.profile(activities=activities, with_stack=True)
+                    profiler = torch.profiler.profile(activities=activities, with_stack=True, record_shapes=True)
                 profiler.__enter__()
             arguments = self.private if self.private is not None else self.inputs
             started = time.perf_counter()

@@ -14,6 +14,8 @@ one thing the judge's kernel process does differently, so the variant that moves
 - banks5:          five input sets used in turn (the judge's banks);
 - spin_1ms, sleep5_spin1: the host busy for 1 ms before each call (after 5 ms of sleep in the second): does a
                    spinning wait (instead of a blocking pipe read) keep calls as fast as back to back?
+- pipe_wait, pipe_spin: a 1 ms round trip to another process before each call, waited for blocked in read() (as
+                   the kernel process waits for the checker) or by polling the pipe;
 - contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
@@ -25,6 +27,7 @@ Prints one line per (problem, dsl, variant): median and min over 50 timed calls 
 from __future__ import annotations
 
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -77,6 +80,35 @@ def _idle_contexts(count: int) -> list:
     return processes
 
 
+class PipePeer:
+    """Another process that answers each byte after 1 ms of work (a checker writing the next draw): the caller
+    waits for the answer blocked in read(), as the kernel process waits for the checker, or polling (spinning)."""
+
+    CODE = ("import os, time\n"
+            "while os.read(0, 1):\n"
+            "    deadline = time.perf_counter() + 0.001\n"
+            "    while time.perf_counter() < deadline: pass\n"
+            "    os.write(1, b'x')\n")
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", self.CODE], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, bufsize=0)
+
+    def wait(self, spin: bool) -> None:
+        out = self.process.stdout.fileno()
+        os.set_blocking(out, not spin)
+        self.process.stdin.write(b"x")
+        while True:
+            try:
+                if os.read(out, 1):
+                    return
+            except BlockingIOError:
+                continue
+
+    def close(self) -> None:
+        self.process.kill()
+
+
 def import_solution(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -99,7 +131,7 @@ def report(problem_id: str, dsl: str, variant: str, runs: list[list[float]]) -> 
           f"(runs {', '.join(f'{m:.4f}' for m in medians)}; min {min(min(r) for r in runs):.4f})", flush=True)
 
 
-def probe(problem_id: str, dsl: str, exchange_dir: Path) -> None:
+def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None = None) -> None:
     problem = load_problems().get(problem_id)
     loaded = load_problem(problem.path, problem_id, "production")
     solution = import_solution(problem.solutions[dsl], f"plain_{dsl}_{abs(hash(problem_id))}")
@@ -115,8 +147,17 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path) -> None:
         "spin_1ms": (lambda i: fixed, lambda i: _spin(0.001)),
         "sleep5_spin1": (lambda i: fixed, lambda i: (time.sleep(0.005), _spin(0.001))),
     }
-    for name, (inputs_for, before) in variants.items():
-        report(problem_id, dsl, name, [timed(solution.solve, inputs_for, before) for _ in range(3)])
+    peer = PipePeer()
+    try:
+        variants["pipe_wait"] = (lambda i: fixed, lambda i: peer.wait(spin=False))
+        variants["pipe_spin"] = (lambda i: fixed, lambda i: peer.wait(spin=True))
+        for name, (inputs_for, before) in variants.items():
+            if only is None or name in only:
+                report(problem_id, dsl, name, [timed(solution.solve, inputs_for, before) for _ in range(3)])
+    finally:
+        peer.close()
+    if only is not None:
+        return
     idle = _idle_contexts(6)  # as many other CUDA contexts as a judging host holds (checkers, kernel processes)
     try:
         report(problem_id, dsl, "contexts6", [timed(solution.solve, lambda i: fixed) for _ in range(3)])
@@ -156,10 +197,14 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path) -> None:
 
 
 def main() -> None:
+    # VARIANTS=a,b,c: only those of the first group (no exchange, monitor or profiler variants).
+    only = set(os.environ["VARIANTS"].split(",")) if os.environ.get("VARIANTS") else None
     pairs = list(zip(sys.argv[1::2], sys.argv[2::2]))
     with tempfile.TemporaryDirectory() as scratch:
         for problem_id, dsl in pairs:
-            probe(problem_id, dsl, Path(scratch))
+            probe(problem_id, dsl, Path(scratch), only)
+        if only is not None:
+            return
         # Last: the launch monitor patches the DSLs' entry points for the rest of the process.
         from mkb_ray.kernel_runner.launches import LaunchMonitor
 

@@ -1,7 +1,8 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=monkey_patch
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: honest TIRx kernel, but the first call pushes a TorchDispatchMode (torch.utils._python_dispatch, allowed by the import rules) that busy-waits on every aten op and never pops it, hoping the eager baseline is timed under it
-# must be rejected because: a dispatch mode left pushed after solve is a patch of torch itself; the baseline runs in a separate pristine process anyway
+# must be rejected because: a dispatch mode left pushed after solve is a patch of torch itself; the baseline runs in a separate pristine process anyway (the import of the private module torch.utils._python_dispatch is a source-rule violation since 2026-12-04; judged with the rules off, this is that runtime guard's proof)
+# skip-static: true
 import torch
 import tvm
 from torch.utils._python_dispatch import TorchDispatchMode

@@ -1,7 +1,8 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=decoration
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: computes the whole answer eagerly in numpy (an allowed import) on float32 copies, so the call's profiler sees only aten glue (casts and copies) and no PyTorch compute; a 64-element TIRx flag kernel makes knockout and scramble calls return NaN
-# must be rejected because: eager host code did the work, not the DSL; the decoration evidence must count compute the profiler does not attribute to aten (numpy here) against the DSL
+# must be rejected because: eager host code did the work, not the DSL; the decoration evidence must count compute the profiler does not attribute to aten (numpy here) against the DSL (numpy is not an allowed import since 2026-12-04; judged with the rules off, this proves the runtime evidence for numpy functions, which the profiler's tracer records)
+# skip-static: true
 import numpy as np
 import torch
 import tvm
