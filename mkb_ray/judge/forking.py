@@ -66,9 +66,9 @@ class CheckerTemplate:
              warm: int, kernel_fds: tuple[int, ...] = ()) -> "ForkedChild":
         """A new checker running `python -m mkb_ray.judge_worker <argv>` in `cwd` with `env`; the four descriptors
         become its stdin, stdout+stderr, result pipe (fd 3) and warm pipe (fd 4), and `kernel_fds` (a kernel
-        process forked for it) fds KERNEL_FIRST_FD on."""
+        process forked for it, and a baseline process after it) fds KERNEL_FIRST_FD on."""
         fds = (stdin, log, result, warm, *kernel_fds)
-        assert len(kernel_fds) in (0, KERNEL_FDS)
+        assert len(kernel_fds) in (0, KERNEL_FDS, 2 * KERNEL_FDS)
         with self._lock:
             if self._closing:
                 raise TemplateUnavailable("the checker template is closing")

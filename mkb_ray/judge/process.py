@@ -96,11 +96,14 @@ class CheckerProcess:
     """One started checker, waiting for its one message: spawned, or forked from a warm `CheckerTemplate`."""
 
     def __init__(self, device: str, kernel_process: bool = True, dsls: tuple[str, ...] = ALL_DSLS,
-                 template: Optional[CheckerTemplate] = None, kernel: Optional[ForkedChannels] = None) -> None:
+                 template: Optional[CheckerTemplate] = None, kernel: Optional[ForkedChannels] = None,
+                 baseline: Optional[ForkedChannels] = None) -> None:
         """`kernel`: a kernel process already forked for this checker (only with `template`); the checker takes
-        its channels, we keep a pidfd of it to count its memory and to kill it with the checker."""
+        its channels, we keep a pidfd of it to count its memory and to kill it with the checker. `baseline` (only
+        with `kernel`): a second one for the baselines, taken if they are measured; we keep a pidfd to kill it."""
         self.device, self.dsls = device, dsls
         self.kernel_pidfd: Optional[int] = None
+        self.baseline_pidfd: Optional[int] = None
         self.read_fd, self.write_fd = os.pipe()
         self.warm_fd, warm_write_fd = os.pipe()
         self._warm = False
@@ -110,15 +113,17 @@ class CheckerProcess:
         self.process: "subprocess.Popen[bytes] | ForkedChild | None" = None
         if template is not None:
             try:
-                self.process = self._fork(template, kernel_process, warm_write_fd, kernel)
+                self.process = self._fork(template, kernel_process, warm_write_fd, kernel, baseline)
             except TemplateUnavailable as gone:
                 logger.warning("spawning a checker: %s", gone)
-        if kernel is not None:
+        for forked, role in ((kernel, "kernel"), (baseline, "baseline")):
+            if forked is None:
+                continue
             if self.process is not None:
-                self.kernel_pidfd = os.dup(kernel.pidfd)
-            else:  # the spawned checker starts a kernel process of its own: this one ends unused
-                kill_pidfd(kernel.pidfd)
-            for fd in kernel.fds:
+                setattr(self, f"{role}_pidfd", os.dup(forked.pidfd))
+            else:  # the spawned checker starts its processes itself: this one ends unused
+                kill_pidfd(forked.pidfd)
+            for fd in forked.fds:
                 os.close(fd)
         if self.process is None:
             self.child_result_fd = self.write_fd  # pass_fds keeps the number
@@ -135,15 +140,17 @@ class CheckerProcess:
                 *([] if kernel_process else ["--no-kernel-process"])]
 
     def _fork(self, template: CheckerTemplate, kernel_process: bool, warm_write_fd: int,
-              kernel: Optional[ForkedChannels]) -> ForkedChild:
+              kernel: Optional[ForkedChannels], baseline: Optional[ForkedChannels]) -> ForkedChild:
         stdin_read, stdin_write = os.pipe()
         argv = self._argv(kernel_process, WARM_FD)
-        if kernel is not None:
-            argv += ["--kernel-fds", str(KERNEL_FIRST_FD), "--kernel-staging", str(kernel.staging)]
+        passed: tuple[int, ...] = ()
+        for forked, role in ((kernel, "kernel"), (baseline, "baseline")):
+            if forked is not None:
+                argv += [f"--{role}-fds", str(KERNEL_FIRST_FD + len(passed)), f"--{role}-staging", str(forked.staging)]
+                passed += forked.fds
         try:
             child = template.fork(argv, worker_env(), self.scratch.name, stdin=stdin_read, log=self.log.fileno(),
-                                  result=self.write_fd, warm=warm_write_fd,
-                                  kernel_fds=kernel.fds if kernel is not None else ())
+                                  result=self.write_fd, warm=warm_write_fd, kernel_fds=passed)
         except BaseException:
             os.close(stdin_write)
             raise
@@ -191,10 +198,12 @@ class CheckerProcess:
     def close(self) -> None:
         if self.process.poll() is None:
             _kill_group(self.process)
-        if self.kernel_pidfd is not None:  # its lifeline closed with the checker; this makes the end immediate
-            kill_pidfd(self.kernel_pidfd)
-            os.close(self.kernel_pidfd)
-            self.kernel_pidfd = None
+        for role in ("kernel", "baseline"):  # their lifelines closed with the checker; this makes the end immediate
+            pidfd = getattr(self, f"{role}_pidfd")
+            if pidfd is not None:
+                kill_pidfd(pidfd)
+                os.close(pidfd)
+                setattr(self, f"{role}_pidfd", None)
         if self.warm_fd >= 0:
             os.close(self.warm_fd)
             self.warm_fd = -1
@@ -243,10 +252,16 @@ class CheckerPool:
         if template is not None and not template.alive():
             logger.warning("the checker template of a %s pool ended; spawning checkers from now on", self.device)
             self._template = template = None
-        kernel = None
+        kernel = baseline = None
         if template is not None and kernel_process and tuple(dsls) == tuple(self.dsls):
             kernel = self._fork_kernel()
-        return CheckerProcess(device, kernel_process=kernel_process, dsls=dsls, template=template, kernel=kernel)
+            if kernel is not None and device == "cpu":
+                # The baselines' process too, forked now rather than spawned when they are measured (an interpreter
+                # and `import torch`, 2-3 s of CPU per judgement that times a kernel here). It waits, idle and walled
+                # off like any fork, until the kernel process has ended; a checker that does not need it ends it.
+                baseline = self._fork_kernel()
+        return CheckerProcess(device, kernel_process=kernel_process, dsls=dsls, template=template, kernel=kernel,
+                              baseline=baseline)
 
     def _fork_kernel(self) -> Optional[ForkedChannels]:
         """A kernel process from the kernel template, or None (then the checker starts its own)."""

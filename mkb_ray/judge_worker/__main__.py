@@ -70,6 +70,7 @@ def main() -> int:
         except Exception as err:  # a broken problem is a finding of the screen, not a crash
             verdict = {"error": f"{type(err).__name__}: {err}"}
     else:
+        from .kernel_process import ForkedSpare
         from .pipeline import run
         from .request import JudgeRequest
 
@@ -78,7 +79,7 @@ def main() -> int:
             verdict = {"error": "this checker was started without a kernel process"}
         else:
             try:
-                verdict = run(request, process)
+                verdict = run(request, process, ForkedSpare(_forked_channels("baseline")))
             finally:
                 process.close()  # ends the process and reads its log to the end
                 verdict_log = process.log.text()
@@ -100,15 +101,17 @@ def _say_warm(fd: "int | None", byte: bytes) -> None:
         pass
 
 
-def _forked_channels() -> "Optional[ForkedChannels]":
-    """The kernel process the pool forked for this checker from its template (`--kernel-fds FIRST` and
-    `--kernel-staging DIR`: six descriptors from FIRST on, in `ForkedChannels` order), or None: start one."""
-    if "--kernel-fds" not in sys.argv:
+def _forked_channels(role: str = "kernel") -> "Optional[ForkedChannels]":
+    """A process the pool forked for this checker from its kernel template (`--ROLE-fds FIRST` and
+    `--ROLE-staging DIR`: six descriptors from FIRST on, in `ForkedChannels` order), or None. The kernel process
+    (role "kernel"; without one the checker starts its own) and, on a CPU pool, the baseline process ("baseline";
+    without one the baselines start their own when they are measured)."""
+    if f"--{role}-fds" not in sys.argv:
         return None
     from .kernel_process import ForkedChannels
 
-    first = int(sys.argv[sys.argv.index("--kernel-fds") + 1])
-    staging = Path(sys.argv[sys.argv.index("--kernel-staging") + 1])
+    first = int(sys.argv[sys.argv.index(f"--{role}-fds") + 1])
+    staging = Path(sys.argv[sys.argv.index(f"--{role}-staging") + 1])
     return ForkedChannels(*range(first, first + KERNEL_CHANNEL_FDS), staging=staging)
 
 

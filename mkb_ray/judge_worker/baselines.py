@@ -18,7 +18,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
-from .kernel_process import KernelProcess, Rejected
+from .kernel_process import ForkedChannels, KernelProcess, Rejected
 from .session import READY_TIMEOUT_S, KernelSession, copy_into
 from .timing import RoundTripTimer, TimedSeries, method_name, time_draws
 
@@ -68,12 +68,14 @@ def measure(problem_path: Path, overrides: dict[str, Any], draw: Callable[[int],
             mutates: list[int], on_gpu: bool, warmup: int, timed: int, compile_baseline: bool,
             writable: tuple[str, ...] = (), per_trip: int = 1, flush_l2: bool = True,
             alone: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
-            idle: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> Baselines:
-    """Start a baseline process and time the no-op, eager and (optionally) torch.compile references in it, with
-    the kernel's `per_trip` draws per round trip; the timing inside `alone()`, the process start (imports, no
-    device work to speak of) inside `idle()`."""
+            idle: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+            forked: Optional[ForkedChannels] = None) -> Baselines:
+    """Start a baseline process (or take `forked`, one the pool forked from its kernel template for this checker)
+    and time the no-op, eager and (optionally) torch.compile references in it, with the kernel's `per_trip` draws
+    per round trip; the timing inside `alone()`, the process start (imports, no device work to speak of) inside
+    `idle()`."""
     device_type = "cuda" if on_gpu else "cpu"
-    process = KernelProcess(on_gpu, writable=writable, role="baseline")
+    process = KernelProcess(on_gpu, writable=writable, role="baseline", forked=forked)
     try:
         with idle():
             process.wait_ready(READY_TIMEOUT_S)

@@ -22,7 +22,7 @@ What the template is (the trust argument, also in problems/CONTRACT.md, "Trust m
 
 Control protocol (a SOCK_SEQPACKET socket, one JSON message per packet):
     {"op": "fork", "argv": [...], "env": {...}, "cwd": str} + 4 fds (stdin, log, result, warm), and optionally
-        the 6 of a kernel process forked for this checker  ->  {"pid": int}
+        the 6 of a kernel process forked for this checker (and 6 of a baseline process)  ->  {"pid": int}
     {"op": "wait", "pid": int}  ->  {"returncode": int}
 The template says {"ready": true} once its imports are done, and exits when the socket closes.
 """
@@ -42,6 +42,7 @@ import traceback
 STDIN_FD, LOG_FD, RESULT_FD, WARM_FD = 0, 1, 3, 4
 PASSED_FDS = 4
 KERNEL_FIRST_FD, KERNEL_FDS = 5, 6
+FORKED_PROCESSES = 2  # the kernel process and, on a CPU pool, the baseline process (six more from 11 on)
 MAX_MESSAGE_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
 
@@ -60,7 +61,7 @@ def _become_checker(template_pid: int, fds: list[int], request: dict) -> None:
         if os.getppid() != template_pid:  # the template ended before the line above took effect
             os._exit(1)
         # Copies above every number used below first, so no passed fd is overwritten before it is copied.
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, KERNEL_FIRST_FD + KERNEL_FDS) for fd in fds]
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, KERNEL_FIRST_FD + FORKED_PROCESSES * KERNEL_FDS) for fd in fds]
         os.dup2(high[0], STDIN_FD)
         os.dup2(high[1], LOG_FD)
         os.dup2(high[1], 2)
@@ -91,18 +92,20 @@ def serve(control: socket.socket) -> None:
     template_pid = os.getpid()
     while True:
         try:
-            raw, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE_BYTES, PASSED_FDS + KERNEL_FDS)
+            raw, fds, _flags, _address = socket.recv_fds(control, MAX_MESSAGE_BYTES,
+                                                         PASSED_FDS + FORKED_PROCESSES * KERNEL_FDS)
         except (ConnectionResetError, OSError):
             return
         if not raw:  # the parent closed the socket: no more checkers from this template
             return
         request = json.loads(raw)
         if request.get("op") == "fork":
-            if len(fds) not in (PASSED_FDS, PASSED_FDS + KERNEL_FDS):
+            if len(fds) not in [PASSED_FDS + n * KERNEL_FDS for n in range(FORKED_PROCESSES + 1)]:
                 for fd in fds:
                     os.close(fd)
-                control.send(json.dumps({"error": f"fork needs {PASSED_FDS} descriptors (or {KERNEL_FDS} more), "
-                                                  f"got {len(fds)}"}).encode())
+                control.send(json.dumps({"error": f"fork needs {PASSED_FDS} descriptors (and {KERNEL_FDS} more per "
+                                                  f"forked process, at most {FORKED_PROCESSES}), got {len(fds)}"}
+                                        ).encode())
                 continue
             sys.stdout.flush()
             sys.stderr.flush()

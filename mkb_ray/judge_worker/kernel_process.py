@@ -78,6 +78,33 @@ class ForkedChannels:
     def fds(self) -> tuple[int, ...]:
         return (self.stdin, self.stdout, self.stderr, self.pidfd, self.status, self.lifeline)
 
+    def discard(self) -> None:
+        """End a forked process that was never used: killed through its pidfd, every descriptor closed (its lifeline
+        closing would end it too)."""
+        kill_pidfd(self.pidfd)
+        for fd in self.fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class ForkedSpare:
+    """A process the pool forked ahead for a later step of this judgement (the baselines): taken at most once, and
+    discarded at the end if it never was (the judgement ended early, or its baselines came from the cache)."""
+
+    def __init__(self, channels: Optional[ForkedChannels] = None) -> None:
+        self._channels = channels
+
+    def take(self) -> Optional[ForkedChannels]:
+        channels, self._channels = self._channels, None
+        return channels
+
+    def discard(self) -> None:
+        if self._channels is not None:
+            self._channels.discard()
+            self._channels = None
+
 
 class ForkedKernel:
     """The part of `subprocess.Popen` a `KernelProcess` uses, for a forked kernel process: it is not our child, so

@@ -21,7 +21,7 @@ import torch
 from .baselines import Baselines, cache_key, cached_or_measured, measure
 from .correctness import Expected, compare, expected_outputs
 from .device_lock import DeviceLock
-from .kernel_process import KernelProcess, Rejected
+from .kernel_process import ForkedSpare, KernelProcess, Rejected
 from .problem_loader import LoadedProblem, load_problem
 from .request import JudgeRequest
 from .sandbox import SandboxLimits
@@ -67,8 +67,10 @@ class CheckLog:
 class Judge:
     """The per-submission state of the checker: the problem, the kernel session, what was learnt so far."""
 
-    def __init__(self, request: JudgeRequest, log: CheckLog, process: KernelProcess, lock: DeviceLock) -> None:
+    def __init__(self, request: JudgeRequest, log: CheckLog, process: KernelProcess, lock: DeviceLock,
+                 spare: Optional[ForkedSpare] = None) -> None:
         self.request, self.log, self.process, self.lock = request, log, process, lock
+        self.spare = spare or ForkedSpare()  # a process forked ahead for the baselines, if the pool made one
         self.on_gpu = request.device == "cuda" and torch.cuda.is_available()
         self.device_type = "cuda" if self.on_gpu else "cpu"
         self.problem: LoadedProblem = load_problem(Path(request.problem_path), request.problem_id, request.preset)
@@ -364,7 +366,7 @@ class Judge:
         return cached_or_measured(cache_dir, key, lambda: measure(
             Path(request.problem_path), overrides, self.draw, self.returned_outputs(first), problem.mutates,
             self.on_gpu, options.warmup, options.timed, bool(options.compile_baseline), writable, self.per_trip,
-            options.flush_l2, alone=self.lock.exclusive, idle=self.lock.released))
+            options.flush_l2, alone=self.lock.exclusive, idle=self.lock.released, forked=self.spare.take()))
 
 
 class _Laps:
@@ -396,18 +398,23 @@ def _base_fields(request: JudgeRequest, source: str) -> dict[str, Any]:
     }
 
 
-def run(request: JudgeRequest, process: KernelProcess) -> dict[str, Any]:
+def run(request: JudgeRequest, process: KernelProcess, spare: Optional[ForkedSpare] = None) -> dict[str, Any]:
     """Judge one kernel with `process` (a fresh, warm kernel process); always returns a verdict dict. With a
-    device lock (several judgements on one GPU), the judgement holds the GPU shared and times alone."""
+    device lock (several judgements on one GPU), the judgement holds the GPU shared and times alone. `spare`: a
+    process forked ahead for the baselines (CPU pools), discarded here if they did not need it."""
     lock = DeviceLock(request.device_lock if request.device == "cuda" else None)
-    with lock.shared():
-        fields = _judge(request, process, lock)
+    spare = spare or ForkedSpare()
+    try:
+        with lock.shared():
+            fields = _judge(request, process, lock, spare)
+    finally:
+        spare.discard()
     if lock.path is not None:
         fields.setdefault("phases_s", {})["device_lock_wait"] = lock.waited_s
     return fields
 
 
-def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock) -> dict[str, Any]:
+def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock, spare: ForkedSpare) -> dict[str, Any]:
     started = time.perf_counter()
     lap = _Laps(started)
     source = Path(request.kernel_path).read_text(errors="replace")
@@ -417,7 +424,7 @@ def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock) -> d
     try:
         violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
         log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
-        judge = Judge(request, log, process, lock)
+        judge = Judge(request, log, process, lock, spare)
         # The checker waited for the kernel process's start before taking this request (judge_worker/__main__);
         # this returns at once, or raises the start's failure as the verdict's reason.
         process.wait_ready(READY_TIMEOUT_S)
