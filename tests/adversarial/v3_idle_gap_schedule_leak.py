@@ -1,7 +1,8 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=post_timing|correctness
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: reads the idle time before each call with a clock reachable through an allowed import (torch.utils.benchmark's timer): where the checker prepared a draw's expected outputs right before the call, the gap is long and the call is computed properly; after a short gap it computes only the first row
-# must be rejected because: every re-checked draw's expected outputs exist before the first timed trip and every draw's outputs are copied out after its trip, so the gaps are the same for checked and unchecked draws; the last timed draw is always re-checked
+# must be rejected because: every re-checked draw's expected outputs exist before the first timed trip and every draw's outputs are copied out after its trip, so the gaps are the same for checked and unchecked draws; the last timed draw is always re-checked (its clock, torch.utils.benchmark's timer, is a banned attribute since 2026-12-04; judged with the rules off, this proves the schedule itself leaks nothing)
+# skip-static: true
 import torch
 import tvm
 from torch.utils.benchmark.utils.timer import timer
