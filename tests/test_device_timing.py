@@ -69,6 +69,8 @@ def test_time_draws_reports_the_device_median_and_keeps_the_wall_clock_beside_it
     assert series.device.method == "cuda_events_l2_flushed_x2"
     assert series.wall.median_ms == pytest.approx(0.25) and series.wall.method == "checker_roundtrip_l2_flushed_x2"
     assert series.late_draws == 1
+    # Evidence of what the pipe wait before a trip costs its first call: the median by place in the trip.
+    assert series.by_position == [pytest.approx(0.0425), pytest.approx(0.0455)]
 
 
 def test_computing_a_whole_trip_in_its_first_call_buys_no_speed():
