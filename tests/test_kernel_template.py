@@ -100,8 +100,11 @@ def test_a_forked_kernel_process_ends_with_its_checker_and_reports_how():
         spare = pool._ready[0]
         assert spare.kernel_pidfd is not None, "this CPU pool did not fork its kernel process"
         assert monitor_pid(spare.kernel_pidfd) is not None
-        os.killpg(spare.process.pid, signal.SIGKILL)  # the checker dies; its lifeline closes
+        baseline = spare.forked_pidfds.get("baseline")
+        assert baseline is not None and monitor_pid(baseline) is not None, "no baseline process was forked"
+        os.killpg(spare.process.pid, signal.SIGKILL)  # the checker dies; its lifelines close
         assert select.select([spare.kernel_pidfd], [], [], 30)[0], "the kernel process outlived its checker"
+        assert select.select([baseline], [], [], 30)[0], "the baseline process outlived its checker"
         spare.close()
 
     template = KernelTemplate(("tirx",), profiled=False)

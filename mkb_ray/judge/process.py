@@ -102,8 +102,7 @@ class CheckerProcess:
         its channels, we keep a pidfd of it to count its memory and to kill it with the checker. `baseline` (only
         with `kernel`): a second one for the baselines, taken if they are measured; we keep a pidfd to kill it."""
         self.device, self.dsls = device, dsls
-        self.kernel_pidfd: Optional[int] = None
-        self.baseline_pidfd: Optional[int] = None
+        self.forked_pidfds: dict[str, int] = {}  # "kernel" / "baseline" -> a pidfd of the process forked for it
         self.read_fd, self.write_fd = os.pipe()
         self.warm_fd, warm_write_fd = os.pipe()
         self._warm = False
@@ -120,7 +119,7 @@ class CheckerProcess:
             if forked is None:
                 continue
             if self.process is not None:
-                setattr(self, f"{role}_pidfd", os.dup(forked.pidfd))
+                self.forked_pidfds[role] = os.dup(forked.pidfd)
             else:  # the spawned checker starts its processes itself: this one ends unused
                 kill_pidfd(forked.pidfd)
             for fd in forked.fds:
@@ -134,6 +133,11 @@ class CheckerProcess:
                 cwd=self.scratch.name, preexec_fn=_die_with_parent)
         os.close(self.write_fd)
         os.close(warm_write_fd)
+
+    @property
+    def kernel_pidfd(self) -> Optional[int]:
+        """The forked kernel process's pidfd (its memory counts against the limits), or None."""
+        return self.forked_pidfds.get("kernel")
 
     def _argv(self, kernel_process: bool, warm_fd: int) -> list[str]:
         return ["--device", self.device, "--dsls", ",".join(self.dsls), "--warm-fd", str(warm_fd),
@@ -198,12 +202,10 @@ class CheckerProcess:
     def close(self) -> None:
         if self.process.poll() is None:
             _kill_group(self.process)
-        for role in ("kernel", "baseline"):  # their lifelines closed with the checker; this makes the end immediate
-            pidfd = getattr(self, f"{role}_pidfd")
-            if pidfd is not None:
-                kill_pidfd(pidfd)
-                os.close(pidfd)
-                setattr(self, f"{role}_pidfd", None)
+        for pidfd in self.forked_pidfds.values():  # their lifelines closed with the checker; this ends them at once
+            kill_pidfd(pidfd)
+            os.close(pidfd)
+        self.forked_pidfds.clear()
         if self.warm_fd >= 0:
             os.close(self.warm_fd)
             self.warm_fd = -1
