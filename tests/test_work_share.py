@@ -59,3 +59,21 @@ def test_malformed_operator_counts_are_dropped():
 def test_no_record_is_no_share():
     work = PooledWork()
     assert work.share == 0.0 and not work.passes and work.as_evidence()["lowest_call_share"] == 0.0
+
+
+def test_the_time_outside_the_dsl_is_read_from_unprofiled_calls_and_set_beside_the_references_call():
+    """Evidence, not a rule (see WallSplits): the profiler's own cost would inflate a profiled call's time outside
+    the DSL, so only unprofiled calls count; the ratio needs the reference's call, timed by the checker."""
+    from mkb_ray.judge_worker.work_share import WallSplits
+
+    splits = WallSplits()
+    for other in (30.0, 50.0, 40.0):
+        splits.add({"wall": {"dsl_us": 100.0, "torch_compute_us": other}})
+    splits.add({"wall": {"dsl_us": 100.0, "torch_compute_us": 900.0}}, profiled=True)
+    splits.add({"wall": {"dsl_us": 100.0, "torch_compute_us": "forged"}})  # read as 0, never trusted as text
+    assert splits.median_outside_us == 35.0
+    assert splits.as_evidence()["outside_dsl_over_reference"] is None  # no reference timed yet
+    splits.reference_wall_us = 70.0
+    evidence = splits.as_evidence()
+    assert evidence["outside_dsl_us_unprofiled"] == 35.0 and evidence["outside_dsl_over_reference"] == 0.5
+    assert evidence["calls"] == 5  # the share evidence keeps every executed call
