@@ -144,14 +144,13 @@ def test_cpu_evidence_counts_the_input_elements_of_outermost_compute_operators_o
     and glue (slices, casts) reads nothing that counts."""
     import torch
 
-    from mkb_ray.kernel_runner.evidence import summarise_cpu
+    from mkb_ray.kernel_runner.evidence import cpu_profiler, summarise_cpu
 
     x = torch.randn(16, 64)
 
     def profiled(fn):
         fn()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
-                                    record_shapes=True) as run:
+        with cpu_profiler() as run:
             fn()
         return summarise_cpu(run, 0.0)
 

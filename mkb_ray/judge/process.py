@@ -118,11 +118,11 @@ class CheckerProcess:
         for forked, role in ((kernel, "kernel"), (baseline, "baseline")):
             if forked is None:
                 continue
-            if self.process is not None:
-                self.forked_pidfds[role] = os.dup(forked.pidfd)
-            else:  # the spawned checker starts its processes itself: this one ends unused
-                kill_pidfd(forked.pidfd)
-            for fd in forked.fds:
+            if self.process is None:  # the spawned checker starts its processes itself: this one ends unused
+                forked.discard()
+                continue
+            self.forked_pidfds[role] = os.dup(forked.pidfd)
+            for fd in forked.fds:  # the forked checker holds its own copies now
                 os.close(fd)
         if self.process is None:
             self.child_result_fd = self.write_fd  # pass_fds keeps the number

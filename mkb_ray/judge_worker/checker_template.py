@@ -132,8 +132,8 @@ def main() -> int:
     # What a checker imports before it is warm (judge_worker.__main__), imported once here for every fork.
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     import torch
-    import torch.profiler
 
+    from ..kernel_runner.evidence import cpu_profiler
     from . import screens  # noqa: F401
     from .kernel_process import KernelProcess  # noqa: F401
     from .pipeline import run  # noqa: F401
@@ -141,8 +141,7 @@ def main() -> int:
 
     # The profiler's lazy imports (~0.8 s) once here, not in every fork: a CPU-target judgement profiles the
     # reference for the eager-compute yardstick (pipeline.Judge.reference_per_call).
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
-                                record_shapes=True):
+    with cpu_profiler():
         torch.ones(1).add_(1)
 
     control.send(json.dumps({"ready": True}).encode())

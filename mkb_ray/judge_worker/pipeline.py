@@ -231,7 +231,7 @@ class Judge:
         never runs in the kernel process) with the kernel process's thread count: its wall time unprofiled, and its
         PyTorch compute profiled the way the kernel process profiles a candidate's calls; the median of
         REFERENCE_PROFILES fresh draws each (one warm-up call first)."""
-        from ..kernel_runner.evidence import summarise_cpu
+        from ..kernel_runner.evidence import cpu_profiler, summarise_cpu
 
         walls, computes, elements = [], [], []
         threads = torch.get_num_threads()
@@ -244,8 +244,7 @@ class Judge:
                     started = time.perf_counter()
                     self.problem.reference(*inputs)
                     walls.append((time.perf_counter() - started) * 1e6)
-                    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
-                                                with_stack=True, record_shapes=True) as run:
+                    with cpu_profiler() as run:
                         self.problem.reference(*inputs)
                     evidence = summarise_cpu(run, 0.0)
                     computes.append(evidence.torch_compute_us)

@@ -150,7 +150,7 @@ class _Checker(ast.NodeVisitor):
         for alias in node.names:
             if not _import_allowed(alias.name, self.dsl):
                 self._flag("banned_import", node, f"import of '{alias.name}' is not allowed for the {self.dsl} variant")
-            self._flag_private_path(alias.name, node)
+            self._flag_module_path(alias.name, node)
             self.module_aliases[(alias.asname or alias.name).split(".")[0]] = alias.name.split(".")[0]
         self.generic_visit(node)
 
@@ -160,7 +160,7 @@ class _Checker(ast.NodeVisitor):
             self._flag("banned_import", node, "relative imports are not allowed")
         elif not _import_allowed(module, self.dsl):
             self._flag("banned_import", node, f"import from '{module}' is not allowed for the {self.dsl} variant")
-        self._flag_private_path(module, node)
+        self._flag_module_path(module, node)
         for alias in node.names:
             full = f"{module}.{alias.name}"
             if alias.name == "*":
@@ -172,7 +172,7 @@ class _Checker(ast.NodeVisitor):
             self.module_aliases[alias.asname or alias.name] = module.split(".")[0]
         self.generic_visit(node)
 
-    def _flag_private_path(self, module: str, node: ast.AST) -> None:
+    def _flag_module_path(self, module: str, node: ast.AST) -> None:
         # An import is attribute access the Attribute rule never sees: `from torch.autograd import _profiler_enabled`
         # read the profiler's live state (which calls are profiled), `import torch.utils.data._utils.worker as w`
         # reaches a module's private internals, `import torch.autograd.profiler as p` the profiler.

@@ -51,8 +51,9 @@ def warm_up() -> None:
             with torch.profiler.profile(activities=activities):
                 torch.ones(1, device="cuda").add_(1)
         else:
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
-                                        record_shapes=True):
+            from .evidence import cpu_profiler
+
+            with cpu_profiler():
                 torch.ones(1).add_(1)
 
 

@@ -136,9 +136,18 @@ def kernel_kind(name: str, launched_under: str = "") -> str:
     return "dsl"
 
 
+def cpu_profiler() -> Any:
+    """The CPU target's profiler, as both judging processes run it: aten operators with their input shapes
+    (`torch_compute_elements`) and the Python tracer (numpy calls). A candidate's calls and the reference's yardstick
+    are comparable only when profiled alike."""
+    import torch
+
+    return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], with_stack=True,
+                                  record_shapes=True)
+
+
 def summarise_cpu(profile: Any, dsl_launch_us: float) -> WorkEvidence:
-    """Classify the aten operators and numpy calls of a finished CPU
-    `torch.profiler.profile(with_stack=True, record_shapes=True)`."""
+    """Classify the aten operators and numpy calls of a finished `cpu_profiler()`."""
     evidence = WorkEvidence("aten_ops", dsl_us=dsl_launch_us)
     for event in profile.events():
         name, self_us = event.name, float(event.self_cpu_time_total)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, TextIO
 import torch
 
 from .draw_clock import DrawClock, DrawTime
-from .evidence import summarise, summarise_cpu, wall_share
+from .evidence import cpu_profiler, summarise, summarise_cpu, wall_share
 from .exchange import TensorSlot, open_exchange, view
 from .guards import IdentityGuard, ProcessGuard, ThreadGuard, carries_dsl_values, output_type_problems
 from .launches import LaunchMonitor
@@ -162,11 +162,11 @@ class KernelRunner:
             if self.clock is not None:
                 self.clock.prepare()
             if profile:
-                activities = [torch.profiler.ProfilerActivity.CPU]
                 if self.on_gpu:  # the device's own record of every kernel that ran
-                    profiler = torch.profiler.profile(activities=[*activities, torch.profiler.ProfilerActivity.CUDA])
+                    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                                                  torch.profiler.ProfilerActivity.CUDA])
                 else:  # aten operators, and numpy calls through the Python tracer
-                    profiler = torch.profiler.profile(activities=activities, with_stack=True, record_shapes=True)
+                    profiler = cpu_profiler()
                 profiler.__enter__()
             arguments = self.private if self.private is not None else self.inputs
             started = time.perf_counter()
