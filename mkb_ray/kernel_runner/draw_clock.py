@@ -8,15 +8,16 @@ kernel which kind of call it is in.
 Three events per call, all on the stream that was current when the call began:
 - `start`, recorded once the flush is done and the device is idle;
 - `end`, recorded right after `solve` returned (the call's own span, as KernelBench's events give it);
-- `settled`, recorded after a device-wide wait. Work `solve` left running past its return (on a side stream, which
-  `end` does not wait for) makes `settled` late; such a call is counted to `settled`, never to `end`
-  (`counted_ms`), so deferring work buys no speed.
+- `settled`, recorded after a device-wide wait that begins once `end` has passed. Work `solve` left running past
+  its return (on a side stream, which `end` does not wait for) makes that wait long and `settled` late; such a
+  call is counted to `settled`, never to `end` (`counted_ms`), so deferring work buys no speed.
 
 The checker does not trust these numbers on their own: each round trip's device times must fit inside its own
 wall clock around that trip (`judge_worker/timing.py`), and the verdict keeps that wall-clock figure beside them.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,10 +33,14 @@ SETTLE_SLACK_MS = 0.1
 class DrawTime:
     span_ms: float  # start -> end: the call as KernelBench's events see it
     settled_ms: float  # start -> settled: until the device had nothing left of the call
+    drain_ms: float  # host clock: the device-wide wait begun once `end` had passed
 
     @property
     def late(self) -> bool:
-        return self.settled_ms - self.span_ms > SETTLE_SLACK_MS
+        """Work outlived `end`: the device record shows `settled` far past `end` *and* the device-wide wait, begun
+        after `end` had passed, itself took that long. The record alone also flagged honest calls whose host was
+        merely slow to record `settled` (1 of 50 draws of a CuTe DSL kernel on the H200, 2026-12-04)."""
+        return self.settled_ms - self.span_ms > SETTLE_SLACK_MS and self.drain_ms > SETTLE_SLACK_MS
 
     @property
     def counted_ms(self) -> float:
@@ -63,7 +68,10 @@ class DrawClock:
         self.start.record(stream)
         result = call()
         self.end.record(stream)
-        torch.cuda.synchronize()
+        self.end.synchronize()
+        draining = time.perf_counter()
+        torch.cuda.synchronize()  # returns at once unless work the call left (e.g. on a side stream) still runs
+        drain_ms = (time.perf_counter() - draining) * 1e3
         self.settled.record(stream)
         self.settled.synchronize()
-        return result, DrawTime(self.start.elapsed_time(self.end), self.start.elapsed_time(self.settled))
+        return result, DrawTime(self.start.elapsed_time(self.end), self.start.elapsed_time(self.settled), drain_ms)

@@ -16,6 +16,13 @@ one thing the judge's kernel process does differently, so the variant that moves
                    spinning wait (instead of a blocking pipe read) keep calls as fast as back to back?
 - pipe_wait, pipe_spin: a 1 ms round trip to another process before each call, waited for blocked in read() (as
                    the kernel process waits for the checker) or by polling the pipe;
+- trip5:           5 ms of host sleep before every fifth call only (a judge's trip: a pipe wait, then 5 draws);
+- idle5_mm1/mm3:   5 ms of sleep, then ~1 or ~3 ms of compute-bound device work (bf16 matmuls, not waited for)
+                   before the flush: does warm work bring the idle device back to back-to-back speed?
+- idle5_flush8:    the same with 8 extra L2 flushes (memory-bound work) instead of matmuls;
+- guards:          the kernel process's between-call checks (threads, /proc scan for processes) before each call;
+- exchange_ipc:    the inputs in a buffer another process allocated and shared through CUDA IPC, as the checker
+                   shares the exchange with the kernel process (`exchange` allocates in the same process);
 - contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
@@ -27,6 +34,7 @@ Prints one line per (problem, dsl, variant): median and min over 50 timed calls 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import statistics
 import subprocess
@@ -41,7 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mkb_ray.judge_worker.problem_loader import load_problem  # noqa: E402
 from mkb_ray.kernel_runner.draw_clock import DrawClock  # noqa: E402
-from mkb_ray.kernel_runner.exchange import ExchangeBuffer, TensorSlot, dtype_name, plan_slots, view  # noqa: E402
+from mkb_ray.kernel_runner.exchange import (ExchangeBuffer, TensorSlot, dtype_name, open_exchange,  # noqa: E402
+                                            plan_slots, view)
+from mkb_ray.kernel_runner.guards import ProcessGuard, ThreadGuard  # noqa: E402
 from mkb_ray.problems import load_problems  # noqa: E402
 
 FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
@@ -109,6 +119,28 @@ class PipePeer:
         self.process.kill()
 
 
+class PeerBuffer:
+    """An exchange buffer allocated by another process and opened here through CUDA IPC (the judge's layout)."""
+
+    CODE = ("import json, sys, time\n"
+            "from pathlib import Path\n"
+            "from mkb_ray.kernel_runner.exchange import ExchangeBuffer\n"
+            "buffer = ExchangeBuffer(int(sys.argv[1]), 'cuda', Path('.'))\n"
+            "print(json.dumps(buffer.description), flush=True)\n"
+            "time.sleep(600)\n")
+
+    def __init__(self, nbytes: int, exchange_dir: Path) -> None:
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.process = subprocess.Popen([sys.executable, "-c", self.CODE, str(nbytes)], stdout=subprocess.PIPE,
+                                        env=env, text=True)
+        description = json.loads(self.process.stdout.readline())
+        self.tensor = open_exchange(description, exchange_dir)
+
+    def close(self) -> None:
+        self.process.kill()
+
+
 def import_solution(path: Path, name: str):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -147,15 +179,41 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
         "spin_1ms": (lambda i: fixed, lambda i: _spin(0.001)),
         "sleep5_spin1": (lambda i: fixed, lambda i: (time.sleep(0.005), _spin(0.001))),
     }
-    peer = PipePeer()
+    warm_a = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
+    warm_b = torch.randn(4096, 4096, dtype=torch.bfloat16, device="cuda")
+
+    def busy(matmuls: int) -> None:  # ~0.2-0.3 ms each on an H200 at full clock
+        for _ in range(matmuls):
+            torch.mm(warm_a, warm_b)
+
+    def flushes(count: int) -> None:
+        for _ in range(count):
+            FLUSH.zero_()
+
+    variants["trip5"] = (lambda i: fixed, lambda i: time.sleep(0.005) if i % 5 == 0 else None)
+    variants["idle5_mm1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(4)))
+    variants["idle5_mm3"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(12)))
+    variants["idle5_flush8"] = (lambda i: fixed, lambda i: (time.sleep(0.005), flushes(8)))
+    processes, threads = ProcessGuard(), ThreadGuard()
+    variants["guards"] = (lambda i: fixed, lambda i: (threads.new_threads(), processes.new_processes()))
+    tensors = [x if isinstance(x, torch.Tensor) else None for x in fixed]
+    slots, end = plan_slots(tensors)
+    peer, shared = PipePeer(), None
     try:
         variants["pipe_wait"] = (lambda i: fixed, lambda i: peer.wait(spin=False))
         variants["pipe_spin"] = (lambda i: fixed, lambda i: peer.wait(spin=True))
+        if only is None or "exchange_ipc" in only:
+            shared = PeerBuffer(end, exchange_dir)
+            homed_ipc = [view(shared.tensor, s).copy_(x) if s is not None else x for s, x in zip(slots, fixed)]
+            variants["exchange_ipc"] = (lambda i: homed_ipc, lambda i: None)
         for name, (inputs_for, before) in variants.items():
             if only is None or name in only:
                 report(problem_id, dsl, name, [timed(solution.solve, inputs_for, before) for _ in range(3)])
     finally:
         peer.close()
+        if shared is not None:
+            torch.cuda.synchronize()
+            shared.close()
     if only is not None:
         return
     idle = _idle_contexts(6)  # as many other CUDA contexts as a judging host holds (checkers, kernel processes)
@@ -166,8 +224,6 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
     finally:
         for process in idle:
             process.kill()
-    tensors = [x if isinstance(x, torch.Tensor) else None for x in fixed]
-    slots, end = plan_slots(tensors)
     exchange = ExchangeBuffer(end, "cuda", exchange_dir)
     homed = [view(exchange.tensor, s).copy_(x) if s is not None else x for s, x in zip(slots, fixed)]
     report(problem_id, dsl, "exchange", [timed(solution.solve, lambda i: homed) for _ in range(3)])
