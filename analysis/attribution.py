@@ -42,7 +42,7 @@ def attribute(cr: CellReplicate, source_categories: Optional[frozenset[str]],
     the source SKILL.md's annotated claims (None: not annotated)."""
     skill, base = cr.skill, cr.base
     assert skill is not None and base is not None, "attribute() takes harmed, resolved cell-replicates"
-    noise = rules.noise_for(cr.target)
+    noise = rules.margin_of(cr)
     if skill.passed and base.passed and skill.kernel_ms and base.kernel_ms \
             and skill.kernel_ms / base.kernel_ms <= (1 + noise) ** 2:
         return "measurement_noise"

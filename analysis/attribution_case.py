@@ -93,7 +93,7 @@ def load_case(store: RunStore, cr: CellReplicate, rules: PairingRules = PairingR
         raise ValueError(f"cell-replicate {cr.cell_key} r{cr.replicate} is not resolved")
     skill_md = store.skill_text_of(cr.source.skill_sha) if cr.source.skill_sha else None
     return AttributionCase(cr, _evidence(store, cr.base), _evidence(store, cr.skill), skill_md,
-                           rules.noise_for(cr.target), rule_cause)
+                           rules.margin_of(cr), rule_cause)
 
 
 # -- text -------------------------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ class Attempt:
     error: Optional[str] = None
     compiled: Optional[bool] = None      # the final verdict's (None: no final verdict)
     correct: Optional[bool] = None
+    synthetic: bool = False              # judged by the synthetic judge (drawn times, not measured ones)
 
     @property
     def passed(self) -> bool:
@@ -86,7 +87,8 @@ def attempt_of(row: Optional[dict[str, Any]]) -> Optional[Attempt]:
     return Attempt(trial_id=row["trial_id"], status=row["status"], tier=row["final_tier"],
                    speedup=row["f_speedup"], kernel_ms=row["f_kernel_ms"], eager_ms=row["f_eager_ms"],
                    skill_sha=row.get("skill_sha"), stop_reason=row["stop_reason"], error=row["error"],
-                   compiled=_flag(row.get("f_compiled")), correct=_flag(row.get("f_correct")))
+                   compiled=_flag(row.get("f_compiled")), correct=_flag(row.get("f_correct")),
+                   synthetic=bool(row.get("synthetic")))
 
 
 def _flag(value: Any) -> Optional[bool]:

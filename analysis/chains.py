@@ -20,7 +20,7 @@ import polars as pl
 
 from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
-from .paired import DEFAULT_NOISE
+from .paired import PairingRules
 from .propagation import ClaimNode, HopOutcome, hop_effect
 
 
@@ -37,7 +37,8 @@ def hop_outcomes(rows: Iterable[dict[str, Any]]) -> list[HopOutcome]:
         cid = chain_id_of(r["model"], r["problem_id"], r["chain"])
         b = base.get((cid, r["dsl"]))
         out.append(HopOutcome(chain_id=cid, hop=r["hop"], tier=_tier(r), base_tier=_tier(b),
-                              skill_ms=r["f_kernel_ms"], base_ms=b["f_kernel_ms"] if b else None))
+                              skill_ms=r["f_kernel_ms"], base_ms=b["f_kernel_ms"] if b else None,
+                              target=r["target"], synthetic=bool(r["synthetic"])))
     return sorted(out, key=lambda o: (o.chain_id, o.hop))
 
 
@@ -59,13 +60,13 @@ def _bootstrap(per_chain: np.ndarray, n_boot: int, rng: np.random.Generator, lev
     return float(lo), float(hi)
 
 
-def hop_curve(outcomes: Sequence[HopOutcome], noise: float = DEFAULT_NOISE, n_boot: int = 1000, seed: int = 0,
+def hop_curve(outcomes: Sequence[HopOutcome], rules: PairingRules = PairingRules(), n_boot: int = 1000, seed: int = 0,
               level: float = 0.95) -> pl.DataFrame:
     """Per hop: n (hops with an outcome), n_help, n_harm, help_rate, harm_rate and their intervals."""
     rng = np.random.default_rng(seed)
     by_hop: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
     for o in outcomes:
-        effect = hop_effect(o, noise)
+        effect = hop_effect(o, rules)
         counts = by_hop[o.hop][o.chain_id]
         counts[0] += effect == "help"
         counts[1] += effect == "harm"
@@ -86,7 +87,7 @@ def hop_curve(outcomes: Sequence[HopOutcome], noise: float = DEFAULT_NOISE, n_bo
 
 
 def closure_harm(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord], outcomes: Sequence[HopOutcome],
-                 category: str = "unsupported_closure", noise: float = DEFAULT_NOISE, n_boot: int = 1000,
+                 category: str = "unsupported_closure", rules: PairingRules = PairingRules(), n_boot: int = 1000,
                  seed: int = 0, level: float = 0.95) -> dict[str, Optional[float]]:
     """Does the share of closures a hop received predict harm there? (See the module docstring.) Hops whose
     received SKILL.md has no claims, and chains' first hops, are left out. `edges` are not needed for the share
@@ -101,7 +102,7 @@ def closure_harm(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord],
         if o.hop < 1 or not received:
             continue
         share = sum(n.category == category for n in received) / len(received)
-        points[o.chain_id].append((share, float(hop_effect(o, noise) == "harm")))
+        points[o.chain_id].append((share, float(hop_effect(o, rules) == "harm")))
     xy = np.array([p for ps in points.values() for p in ps], dtype=float).reshape(-1, 2)
     out: dict[str, Optional[float]] = {"n_hops": float(len(xy)), "n_chains": float(len(points))}
     none, some = xy[xy[:, 0] == 0], xy[xy[:, 0] > 0]

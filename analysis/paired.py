@@ -3,8 +3,9 @@ group of cell-replicates, with bootstrap confidence intervals over cells.
 
 Definitions (docs/metrics.md, "Paired outcomes"):
 - A resolved cell-replicate is **help** when the skill attempt passes and the base fails, or both pass and the
-  base's final kernel time over the skill's exceeds 1 + `noise` (measured per target, NOISE_BY_TARGET); **harm**
-  mirrors it; anything else is
+  base's final kernel time over the skill's exceeds 1 + the margin (the judge's measured timing noise for the
+  target and the two kernels' time classes, analysis/noise_margins.py; or a fixed `noise`); **harm** mirrors it;
+  anything else is
   **neutral** — a skipped skill attempt (nothing was transferred) included. T = help share, H = harm share.
 - **ΔGM** = exp(mean over cells of the cell's mean log(base e2e / skill e2e)) − 1, unclipped, where an attempt's
   end-to-end time is its final kernel time when it passed, else `fail_factor` × the eager time (it falls back to
@@ -16,41 +17,45 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Optional, Sequence
 
 import numpy as np
 import polars as pl
 
+from ..synthetic.planted import SYNTHETIC_MARGIN
 from .cells import Attempt, CellReplicate, group_key
+from .noise_margins import NoiseMargins, load_noise_margins
 
 Outcome = Literal["help", "harm", "neutral"]
 OUTCOMES: tuple[Outcome, ...] = ("help", "harm", "neutral")
-# Relative time difference below which two passing kernels count as equally fast, per target: the 95th percentile
-# of |speedup_i / speedup_j - 1| over pairs of judgements of one kernel (benchmarks/timing_noise.py, 20 judgements
-# each, one shared baseline cache). GPU: 0.51 and 0.93 (TIRx), 0.91 and 1.69 (CuTe DSL) for the fused add + RMSNorm
-# solutions on the H200 in two sessions (benchmarks/results/2026-12-01-h200-timing-noise.txt; both kernels run in
-# less than the harness's ~0.7 ms round trip, which dominates); the default is the median of the four, 0.92. CPU:
-# 0.58 for the CPU-target TIRx solution on the 2-core machine once the warm pool stopped starting checkers beside
-# timed draws (3.31 before; benchmarks/results/2026-12-01-cpu-timing-noise.txt). Since the GPU judge sends 5 timed
-# draws per round trip, one session measured 0.42 (TIRx) and 0.55 (CuTe DSL), 10 judgements each
-# (benchmarks/results/2026-12-01-h200-draws-per-trip.txt); the GPU default stays 0.92 until another session confirms
-# them, because the same estimate moved 1.8x between two sessions before (and the synthetic calibration preset is
-# calibrated at 0.92).
-NOISE_BY_TARGET: dict[str, float] = {"gpu": 0.92, "cpu": 0.58}
-DEFAULT_NOISE = NOISE_BY_TARGET["gpu"]
 
 
 @dataclass(frozen=True)
 class PairingRules:
-    """The config values of the paired comparison (recorded with every table). `noise` None: the measured
-    NOISE_BY_TARGET of each cell's target."""
+    """The config values of the paired comparison (recorded with every table). `noise` None: the measured margin of
+    each comparison (`margin`)."""
 
-    noise: Optional[float] = None      # 'faster' means base_ms / skill_ms > 1 + noise
+    noise: Optional[float] = None      # a fixed 'faster' margin: base_ms / skill_ms > 1 + noise
     fail_factor: float = 1.0           # a failed attempt's end-to-end time, as a multiple of the eager time
+    # The judge's measured timing noise per target and kernel-time class (analysis/noise_margins.json).
+    margins: NoiseMargins = field(default_factory=load_noise_margins, repr=False, compare=False)
 
-    def noise_for(self, target: str) -> float:
-        return self.noise if self.noise is not None else NOISE_BY_TARGET.get(target, DEFAULT_NOISE)
+    def margin(self, target: str, synthetic: bool, *kernel_ms: Optional[float]) -> float:
+        """How much faster one of two passing kernels judged at `kernel_ms` on `target` must be to count as faster:
+        the fixed `noise` when one is set; for attempts of the synthetic judge, the margin its time law was
+        calibrated with (SYNTHETIC_MARGIN: its times are drawn, not measured); else the measured margin of the
+        noisier of the kernels' time classes."""
+        if self.noise is not None:
+            return self.noise
+        if synthetic:
+            return SYNTHETIC_MARGIN
+        return self.margins.margin(target, *kernel_ms)
+
+    def margin_of(self, cr: CellReplicate) -> float:
+        """`margin` for a cell-replicate's base and skill attempts."""
+        pair = [a for a in (cr.base, cr.skill) if a is not None]
+        return self.margin(cr.target, any(a.synthetic for a in pair), *(a.kernel_ms for a in pair))
 
 
 def compare(skill_passed: bool, base_passed: bool, skill_ms: Optional[float], base_ms: Optional[float],
@@ -72,7 +77,7 @@ def outcome(cr: CellReplicate, rules: PairingRules = PairingRules()) -> Outcome:
     base, skill = cr.base, cr.skill
     if base is None or skill is None or skill.skipped:
         return "neutral"
-    return compare(skill.passed, base.passed, skill.kernel_ms, base.kernel_ms, rules.noise_for(cr.target))
+    return compare(skill.passed, base.passed, skill.kernel_ms, base.kernel_ms, rules.margin_of(cr))
 
 
 def end_to_end_ms(attempt: Attempt, eager_ms: Optional[float], rules: PairingRules) -> Optional[float]:

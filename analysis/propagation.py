@@ -27,7 +27,7 @@ import polars as pl
 
 from mkb_ray.records.claims import EDGE_TYPES, MODALITIES, LineageEdgeRecord
 
-from .paired import DEFAULT_NOISE, compare
+from .paired import PairingRules, compare
 
 UNANNOTATED = "unannotated"
 CHAIN_KEYS: tuple[str, ...] = ("model", "start_dsl", "pattern")
@@ -64,6 +64,8 @@ class HopOutcome:
     base_tier: Optional[str]
     skill_ms: Optional[float] = None
     base_ms: Optional[float] = None
+    target: str = ""  # where both were judged (gpu, cpu): the 'faster' margin is the target's measured noise
+    synthetic: bool = False  # judged by the synthetic judge
 
 
 Key = tuple[int, str]  # (hop, claim_id) within one chain
@@ -587,18 +589,19 @@ def attractors(nodes: Iterable[ClaimNode], categories: Optional[Sequence[str]] =
 
 
 # ---------------------------------------------------------------------------------------------------- coupling
-def hop_effect(outcome: HopOutcome, noise: float = DEFAULT_NOISE) -> str:
-    """help / harm / neutral of a hop against its solo base, by the benchmark's rule (`paired.compare`); a skipped
-    hop or base (tier None) is neutral."""
+def hop_effect(outcome: HopOutcome, rules: PairingRules = PairingRules()) -> str:
+    """help / harm / neutral of a hop against its solo base, by the benchmark's rule (`paired.compare`, at the
+    margin `rules` give for the hop's target and kernel times); a skipped hop or base (tier None) is neutral."""
     if outcome.tier is None or outcome.base_tier is None:
         return "neutral"
     return compare(outcome.tier in PASSING_TIERS, outcome.base_tier in PASSING_TIERS, outcome.skill_ms,
-                   outcome.base_ms, noise)
+                   outcome.base_ms, rules.margin(outcome.target, outcome.synthetic, outcome.skill_ms,
+                                                 outcome.base_ms))
 
 
 def coupling(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord], outcomes: Iterable[HopOutcome],
              category: Optional[str] = None, by: Sequence[str] = (), exposure: str = "inherited",
-             noise: float = DEFAULT_NOISE,
+             rules: PairingRules = PairingRules(),
              n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """Help/harm rates of hops (see `hop_effect`) grouped by exposure to `category`: `inherited` — the hop's own
     SKILL.md has a claim of the category with a live parent; `received` — the SKILL.md it was given (hop k-1's) has
@@ -620,7 +623,7 @@ def coupling(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord], out
                           for n in chain.by_hop.get(o.hop, ()))
         else:
             exposed = any(category_of(n) == category for n in chain.by_hop.get(o.hop - 1, ()))
-        effect = hop_effect(o, noise)
+        effect = hop_effect(o, rules)
         rows.append({"chain_id": o.chain_id, **chain.hop_keys(o.hop), "exposed": exposed, "one": 1,
                      **{e: int(effect == e) for e in ("help", "harm", "neutral")}})
     if not rows:

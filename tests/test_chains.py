@@ -6,6 +6,7 @@ from typing import Optional
 import pytest
 
 from mkb_ray.analysis.chains import closure_harm, hop_curve, hop_outcomes
+from mkb_ray.analysis.paired import PairingRules
 from mkb_ray.analysis.propagation import ClaimNode, HopOutcome
 
 C, W = "unsupported_closure", "workload_census"
@@ -15,7 +16,8 @@ def row(kind: str, chain: int, dsl: str, tier: Optional[str], kernel: Optional[f
         replicate: int = 0, status: str = "completed") -> dict:
     tid = f"m/mlp_norm/p/chain{chain}/" + (f"h{hop}" if kind == "chain_hop" else f"base_{dsl}_r{replicate}")
     return {"trial_id": tid, "model": "m", "problem_id": "mlp_norm/p", "dsl": dsl, "kind": kind, "chain": chain,
-            "hop": hop, "replicate": replicate, "status": status, "final_tier": tier, "f_kernel_ms": kernel}
+            "hop": hop, "replicate": replicate, "status": status, "final_tier": tier, "f_kernel_ms": kernel,
+            "target": "gpu", "synthetic": 0}
 
 
 def test_hop_outcomes_pair_each_hop_with_its_chains_baseline_in_its_dsl():
@@ -35,7 +37,7 @@ def test_hop_curve_by_hand():
     outcomes = [HopOutcome("a", 1, "pass", "fail"), HopOutcome("b", 1, "fail", "pass"),
                 HopOutcome("c", 1, "pass", "pass", 1.0, 1.0),
                 HopOutcome("a", 2, "pass", "pass", 1.0, 2.0), HopOutcome("b", 2, "pass2x", "pass", 1.0, 2.0)]
-    curve = {r["hop"]: r for r in hop_curve(outcomes, n_boot=200).iter_rows(named=True)}
+    curve = {r["hop"]: r for r in hop_curve(outcomes, PairingRules(noise=0.05), n_boot=200).iter_rows(named=True)}
     assert (curve[1]["n"], curve[1]["help_rate"], curve[1]["harm_rate"]) == (3, pytest.approx(1 / 3),
                                                                               pytest.approx(1 / 3))
     assert (curve[2]["n"], curve[2]["help_rate"], curve[2]["harm_rate"]) == (2, 1.0, 0.0)

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from mkb_ray.analysis.paired import PairingRules
 from mkb_ray.analysis.propagation import (ClaimNode, HopOutcome, attractors, coupling, fit_attractor,
                                           headline_table, hop_effect, inheritance, lineages, prevalence,
                                           reinforcement, survival, transition_rates)
@@ -194,18 +195,25 @@ def test_attractor_fit_recovers_a_noiseless_line():
 def test_hop_effect_and_coupling_with_outcomes():
     assert hop_effect(HopOutcome("c", 1, "pass", "fail")) == "help"
     assert hop_effect(HopOutcome("c", 1, "fail", "pass2x")) == "harm"
-    # Times compared with a 5 % allowance here (the default is the measured timing noise, analysis/paired.py).
-    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 9.4, 10.0), noise=0.05) == "help"
-    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 9.6, 10.0), noise=0.05) == "neutral"  # within 5 %
-    assert hop_effect(HopOutcome("c", 1, "pass", "pass2x", 10.6, 10.0), noise=0.05) == "harm"
+    # Times compared with a 5 % allowance here (the default is the measured timing noise, analysis/noise_margins.py).
+    five = PairingRules(noise=0.05)
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 9.4, 10.0), five) == "help"
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 9.6, 10.0), five) == "neutral"  # within 5 %
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass2x", 10.6, 10.0), five) == "harm"
+    # By default the hop's target and times pick the measured margin: 10 ms vs 6 ms on the CPU target is 67 %
+    # faster, beyond the CPU's >= 0.5 ms class margin; the same kernels on the GPU's < 50 µs class are not.
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 6.0, 10.0, target="cpu")) == "help"
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 0.006, 0.010, target="gpu")) == "neutral"
     assert hop_effect(HopOutcome("c", 1, "pass", "pass", 9.4, 10.0)) == "neutral"  # within the measured noise
+    # A synthetic hop is judged at the margin its time law was calibrated with, whatever the measured ones say.
+    assert hop_effect(HopOutcome("c", 1, "pass", "pass", 6.0, 10.0, target="cpu", synthetic=True)) == "neutral"
     assert hop_effect(HopOutcome("c", 1, None, "pass")) == "neutral"  # skipped
     assert hop_effect(HopOutcome("c", 1, "compile_only", "fail")) == "neutral"
     outcomes = [HopOutcome("one", 0, "pass", "fail"),  # a chain's first hop: left out
                 HopOutcome("one", 1, "pass", "fail"), HopOutcome("one", 2, "pass", "pass", 10.0, 11.0),
                 HopOutcome("two", 1, "fail", "pass"), HopOutcome("absent", 1, "pass", "fail")]
     # one@1 inherits a1/e1 and one@2 inherits m (closures with parents); two@1's closure q1 is born there.
-    res = coupling(ONE_NODES + TWO_NODES, ONE_EDGES + TWO_EDGES, outcomes, C, noise=0.05, n_boot=0)
+    res = coupling(ONE_NODES + TWO_NODES, ONE_EDGES + TWO_EDGES, outcomes, C, rules=five, n_boot=0)
     exposed, not_exposed = one(res, exposed=True), one(res, exposed=False)
     assert (exposed["n_hops"], exposed["n_help"], exposed["help_rate"]) == (2, 2, 1.0)
     assert (not_exposed["n_hops"], not_exposed["n_harm"], not_exposed["harm_rate"]) == (1, 1, 1.0)

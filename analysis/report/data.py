@@ -17,7 +17,9 @@ import polars as pl
 from ..cells import CellReplicate, group_key
 from ..enrichment import enrichment_table
 from ..ladder import RUNGS, group_summary
-from ..paired import DEFAULT_NOISE, PairingRules, outcome, paired_table
+from ...synthetic.planted import SYNTHETIC_MARGIN
+from ..noise_margins import MarginClass
+from ..paired import PairingRules, outcome, paired_table
 from ..reverse import reverse_direction, reverse_table
 from ..standing import standing, standing_table
 from .views import Column, Members, TableView, integer, interval, num, number, text
@@ -34,11 +36,19 @@ def noise_text(rules: PairingRules) -> str:
     """The pairing's noise allowance in words: the fixed one, or the measured one per target."""
     if rules.noise is not None:
         return f"{rules.noise:.0%}"
-    from .. import paired
+    classes = "; ".join(f"{target} " + ", ".join(f"{_class_range(body.classes, i)} {c.margin:.0%}"
+                                                  for i, c in enumerate(body.classes))
+                        for target, body in sorted(rules.margins.targets.items()))
+    return (f"the judge's measured timing noise on the target, at the larger margin of the two kernels' time "
+            f"classes ({classes}); synthetic attempts {SYNTHETIC_MARGIN:.0%}")
 
-    measured = getattr(paired, "NOISE_BY_TARGET", {})
-    return "the measured timing noise of its target" + (
-        " (" + ", ".join(f"{t} {v:.0%}" for t, v in sorted(measured.items())) + ")" if measured else "")
+
+def _class_range(classes: Sequence[MarginClass], index: int) -> str:
+    low = classes[index].min_ms
+    if index + 1 < len(classes):
+        high = classes[index + 1].min_ms
+        return f"below {high:g} ms" if low == 0 else f"{low:g}-{high:g} ms"
+    return f"{low:g} ms and over" if low else "any time"
 
 
 def _label(by: Sequence[str], row: Mapping) -> str:
@@ -198,14 +208,13 @@ def chain_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Option
     outcomes = hop_outcomes(rows)
     if not outcomes:
         return None
-    noise = rules.noise if rules.noise is not None else DEFAULT_NOISE
-    frame = hop_curve(outcomes, noise=noise, n_boot=n_boot)
+    frame = hop_curve(outcomes, rules=rules, n_boot=n_boot)
     columns = [Column("hop", integer("hop")), Column("hops", integer("n")), Column("help", integer("n_help")),
                Column("harm", integer("n_harm")),
                Column("help rate", lambda r: num(r["help_rate"]) + interval(r["help_lo"], r["help_hi"])),
                Column("harm rate", lambda r: num(r["harm_rate"]) + interval(r["harm_lo"], r["harm_hi"]))]
     note = (f"Each hop's final kernel against its chain's first solo baseline in the same DSL; help and harm as in "
-            f"the paired outcomes (noise {noise:.0%}); a skipped hop or baseline is neutral. Hop 0 is a solo "
+            f"the paired outcomes (margin: {noise_text(rules)}); a skipped hop or baseline is neutral. Hop 0 is a solo "
             f"attempt itself. Intervals: bootstrap over chains, {n_boot} resamples.")
     return TableView("chain_hops", "Help and harm per hop", frame, columns, [None] * frame.height, note)
 

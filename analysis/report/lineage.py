@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 from ...store import RunStore
 from ..chains import closure_harm
 from ..lineage_data import LineageData, load_lineage
-from ..paired import DEFAULT_NOISE
+from ..paired import PairingRules
 from ..propagation import UNANNOTATED, headline_table, index_chains, prevalence, survival
 from .claims import ClaimData
 from .trials import TrialIndex
@@ -52,7 +52,7 @@ def _hops_with(lineage: LineageData, trials: TrialIndex) -> dict[str, list[str]]
 
 
 def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plots_dir: Path,
-                    n_boot: int, noise: float = DEFAULT_NOISE) -> LineageSection:
+                    n_boot: int, rules: PairingRules = PairingRules()) -> LineageSection:
     """The headline table with, per category row, the hops it aggregates; survival (closure category) and
     prevalence plots written under `plots_dir`. An empty section when the store holds no lineage edges."""
     if not (claims.matcher and claims.annotator and claims.taxonomy):
@@ -80,7 +80,7 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
                      f"{claims.labels}, matcher {claims.matcher}. Point estimates (docs/metrics.md, 'Propagation').")
     section = LineageSection(view, n_chains=n_chains, n_claims=len(lineage.nodes), n_edges=len(lineage.edges))
     if lineage.outcomes and CLOSURE in (claims.categories or [CLOSURE]):
-        section.closure_harm = closure_harm(lineage.nodes, lineage.edges, lineage.outcomes, CLOSURE, noise,
+        section.closure_harm = closure_harm(lineage.nodes, lineage.edges, lineage.outcomes, CLOSURE, rules,
                                             n_boot=n_boot)
     _plots(section, lineage, chains, claims, plots_dir, n_boot)
     return section

@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from ...store import RunStore, TrialRow
 from ..cells import CellReplicate, cell_replicates, result_rows
 from ..enrichment import skill_categories
-from ..paired import DEFAULT_NOISE, PairingRules
+from ..paired import PairingRules
 from . import html as H
 from .claims import ClaimData, load_claims
 from .attribution_views import judge_views, rule_causes_view
@@ -292,8 +292,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             calibration = _calibration(store, meta, replicates, categories_of or None, options) \
                 if header.synthetic else None
             lap("calibration")
-            noise = options.rules.noise if options.rules.noise is not None else DEFAULT_NOISE
-            lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, noise)
+            lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, options.rules)
             lap("lineage")
             calibration_table = calibration.view if calibration is not None else None
             views = bench + [v for v in (enrichment, *attribution, calibration_table, chains, lineage.headline)

@@ -46,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout-s", type=float, default=600.0, metavar="S",
                         help="limit per case, retries included (default 600)")
     parser.add_argument("--noise", type=float, default=None, metavar="FRACTION",
-                        help="timing noise of the pairing (default: measured per target, as mkb report)")
+                        help="timing noise of the pairing (default: measured per target and kernel-time class, "
+                             "as mkb report)")
     parser.add_argument("--annotator", metavar="NAME",
                         help="whose claim annotations the rule pass reads (default: as mkb report picks)")
     parser.add_argument("--taxonomy", metavar="NAME@VERSION", help="the taxonomy of those annotations")

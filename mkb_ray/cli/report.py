@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="bootstrap resamples for the survival and prevalence bands (default 200; 0: none)")
     parser.add_argument("--noise", type=float, default=None, metavar="FRACTION",
                         help="relative time difference below which two passing kernels tie (default: the "
-                             "timing noise measured for each target, analysis.paired.NOISE_BY_TARGET)")
+                             "judge's timing noise measured per target and kernel-time class, "
+                             "analysis/noise_margins.json; 0.92 for synthetic attempts)")
     parser.add_argument("--annotator", metavar="NAME",
                         help="whose annotations to report (default: offline-v1 when stored, else the most used)")
     parser.add_argument("--taxonomy", metavar="NAME@VERSION",

@@ -44,6 +44,10 @@ from .claims import _cover, draw_idea, poisson
 from .spec import CategoryWeights, SyntheticSpec, TierName, TierProbs, spec_taxonomy
 
 PLANTED_SEED = 20_261_202
+# The 'faster' margin the analysis applies to the synthetic judge's attempts, whose kernel times are drawn from the
+# spec's speedup law rather than measured: the preset's headline rates are planted at this margin (it was the GPU
+# judge's measured pair-p95 when the preset was calibrated, benchmarks/results/2026-12-01-h200-timing-noise.txt).
+SYNTHETIC_MARGIN = 0.92
 DEFAULT_CLAIM_DRAWS = 40_000
 DIRECTIONS: tuple[str, str] = ("cutedsl2tirx", "tirx2cutedsl")
 TIERS: tuple[TierName, ...] = ("fail", "pass", "pass2x")
@@ -252,7 +256,7 @@ def planted_rates(spec: SyntheticSpec, models: Sequence[str], noise: float,
                   seed: int = PLANTED_SEED, claim_law: Optional[Mapping[tuple[int, int], float]] = None
                   ) -> PlantedRates:
     """The rates `spec` plants for a benchmark of `models` in `directions`, with help and harm judged at `noise`
-    (analysis.paired.PairingRules.noise_for the run's target). `claim_law`: P(n claims, k closures) of a fresh
+    (SYNTHETIC_MARGIN, as the analysis judges synthetic attempts). `claim_law`: P(n claims, k closures) of a fresh
     SKILL.md when it is known exactly (default: `claim_counts(spec, claim_draws, seed)`). Raises ValueError for a
     spec whose verdicts are not drawn (`judge: real`)."""
     if spec.judge != "synthetic":

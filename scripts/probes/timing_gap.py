@@ -20,6 +20,10 @@ one thing the judge's kernel process does differently, so the variant that moves
 - idle5_mm1/mm3:   5 ms of sleep, then ~1 or ~3 ms of compute-bound device work (bf16 matmuls, not waited for)
                    before the flush: does warm work bring the idle device back to back-to-back speed?
 - idle5_flush8:    the same with 8 extra L2 flushes (memory-bound work) instead of matmuls;
+- nap5, nap1:      5 or 1 ms of host time during which the device is kept busy with tiny one-thread spin kernels
+                   (torch.cuda._sleep, one in flight at a time: busy to the clock governor, nearly no power), then
+                   the flush: does a busy-but-idle device stay at back-to-back speed where warm work did not?
+- idle5_nap1:      5 ms of sleep, then 1 ms of naps (a keep-alive started only when the request arrives);
 - guards:          the kernel process's between-call checks (threads, /proc scan for processes) before each call;
 - exchange_ipc:    the inputs in a buffer another process allocated and shared through CUDA IPC, as the checker
                    shares the exchange with the kernel process (`exchange` allocates in the same process);
@@ -190,6 +194,18 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
         for _ in range(count):
             FLUSH.zero_()
 
+    def nap(seconds: float) -> None:  # the device busy with one tiny spin kernel at a time, for `seconds`
+        done = torch.cuda.Event()
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            torch.cuda._sleep(20_000)  # ~10 µs at full clock, ~60 µs at the idle clock
+            done.record()
+            while not done.query() and time.perf_counter() < deadline:
+                pass
+
+    variants["nap5"] = (lambda i: fixed, lambda i: nap(0.005))
+    variants["nap1"] = (lambda i: fixed, lambda i: nap(0.001))
+    variants["idle5_nap1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), nap(0.001)))
     variants["trip5"] = (lambda i: fixed, lambda i: time.sleep(0.005) if i % 5 == 0 else None)
     variants["idle5_mm1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(4)))
     variants["idle5_mm3"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(12)))
