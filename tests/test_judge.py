@@ -53,6 +53,11 @@ def test_gpu_solution_without_gpu_is_compile_only(problems, fast_options, dsl, s
     assert verdict.compiled and not verdict.executed and verdict.correct is None
     assert verdict.target == "sm_90a" and verdict.compiles and all(c.ptx_bytes > 0 for c in verdict.compiles)
     assert "compile-only" in verdict.reason and "not executed" in verdict.reason
+    # The kernels each compile produced, named as the profiler reports them (CuTe DSL's kernel_info keys; TVM's
+    # extern "C" __global__ functions): what will tie a profiled kernel to the DSL.
+    kernels = [name for c in verdict.compiles for name in c.kernels]
+    expected = "kernel_cutlass_" if dsl == "cutedsl" else "fused_add_rmsnorm"
+    assert kernels and all(name.startswith(expected) for name in kernels), kernels
 
 
 @pytest.mark.judge

@@ -109,6 +109,21 @@ def test_a_cast_under_aten_copy_is_glue_and_a_dsl_kernel_with_no_operator_is_the
     assert evidence.dsl_share == 1.0
 
 
+def test_kernels_the_dsl_never_compiled_are_counted_apart():
+    # A kernel compiled at run time outside the DSL (NVRTC, the jiterator) is neither aten's nor ATen-named, so it
+    # counts toward the DSL's time; the compile outputs' names tell it apart (as evidence: the share is unchanged
+    # until the names are checked against CUPTI's on the H200).
+    dsl = "kernel_cutlass_cast_kernel_tensorptrf32gmem_0"
+    profile = _Profile([_kernel(dsl, 5.0), _kernel("rmsnorm_nvrtc", 95.0), _kernel("rmsnorm_nvrtc", 95.0)])
+    evidence = summarise(profile, compiled_kernels={dsl})
+    assert evidence.dsl_us == 195.0 and evidence.unnamed_us == 190.0
+    assert evidence.unnamed_kernels == {"rmsnorm_nvrtc": 2}
+    honest = summarise(_Profile([_kernel(dsl, 5.0), _kernel(dsl, 7.0)]), compiled_kernels={dsl})
+    assert honest.dsl_us == 12.0 and honest.unnamed_us == 0.0 and honest.unnamed_kernels == {}
+    # No compile output known (a compile-only host): nothing is counted apart.
+    assert summarise(profile).unnamed_us == 0.0
+
+
 def test_with_no_link_at_all_the_launch_inside_an_aten_operators_span_decides():
     # aten::matmul (host 0-50 µs) holds aten::mm (10-40), which holds the cudaLaunchKernel call (20-25) that
     # CUPTI correlates with the GEMM (both id 900); the CuTe launch (60-62) lies outside every operator.

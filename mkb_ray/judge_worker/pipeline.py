@@ -527,7 +527,8 @@ def _compile_records(raw: Any) -> list[dict[str, Any]]:
         try:
             records.append({"dsl": str(item["dsl"])[:20], "target": str(item["target"])[:40],
                             "seconds": float(item["seconds"]), "ptx_bytes": int(item.get("ptx_bytes", 0)),
-                            "executes": bool(item.get("executes", True))})
+                            "executes": bool(item.get("executes", True)),
+                            "kernels": [str(name)[:200] for name in item.get("kernels") or []][:64]})
         except (KeyError, TypeError, ValueError):
             continue
     return records[:64]

@@ -32,7 +32,9 @@ EAGER_YARDSTICK = 0.4
 # ~0 %. An eager copy of the reference reads ~100 % on both.
 EAGER_ELEMENTS_YARDSTICK = 0.25
 PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third only while below the bar
-TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us")
+# unnamed_us: part of dsl_us, in kernels the DSL's compiler did not produce (kernel_runner/evidence.py); summed as
+# evidence, not part of the share yet.
+TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us", "unnamed_us")
 
 
 def microseconds(value: Any) -> float:
@@ -43,6 +45,14 @@ def microseconds(value: Any) -> float:
     return number if math.isfinite(number) and number > 0 else 0.0
 
 
+def _add_counts(into: dict[str, int], counts: Any) -> None:
+    """Name -> count pairs from a reply, kept only where the count is a positive int (names cut to 60 chars)."""
+    for name, count in (counts.items() if isinstance(counts, dict) else ()):
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            key = str(name)[:60]
+            into[key] = into.get(key, 0) + count
+
+
 @dataclass
 class PooledWork:
     """Every profiled call of one judgement so far: each call's share, and their summed times."""
@@ -50,6 +60,7 @@ class PooledWork:
     source: str = ""
     totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIME_FIELDS, 0.0))
     compute_ops: dict[str, int] = field(default_factory=dict)
+    unnamed_kernels: dict[str, int] = field(default_factory=dict)
     call_shares: list[float] = field(default_factory=list)
     call_compute_us: list[float] = field(default_factory=list)
     call_compute_elements: list[float] = field(default_factory=list)
@@ -60,11 +71,8 @@ class PooledWork:
         for key, value in times.items():
             self.totals[key] += value
         self.source = self.source or str(record.get("source", ""))[:40]
-        ops = record.get("compute_ops")
-        for name, count in (ops.items() if isinstance(ops, dict) else ()):
-            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
-                key = str(name)[:60]
-                self.compute_ops[key] = self.compute_ops.get(key, 0) + count
+        _add_counts(self.compute_ops, record.get("compute_ops"))
+        _add_counts(self.unnamed_kernels, record.get("unnamed_kernels"))
         share = _share(times["dsl_us"], times["torch_compute_us"])
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
@@ -109,6 +117,7 @@ class PooledWork:
 
     def as_evidence(self) -> dict[str, Any]:
         return {"source": self.source, **self.totals, "compute_ops": dict(self.compute_ops),
+                "unnamed_kernels": dict(self.unnamed_kernels),
                 "dsl_share": self.share, "summed_share": self.summed_share, "profiled_calls": self.calls,
                 "lowest_call_share": min(self.call_shares, default=0.0)}
 

@@ -3,7 +3,11 @@
 - GPU: the device's own record (torch.profiler's CUPTI kernel activity). A kernel is PyTorch's when the profiler
   links it to the aten operator that launched it (cuBLAS's GEMMs under `aten::mm` included, whatever their name)
   or when it is named after ATen (`at::native::...`); every other kernel the call launched is the DSL's, whatever
-  the candidate named it (a DSL kernel called `copy_blocks` or `prefill` is the DSL's work, not glue). Glue:
+  the candidate named it (a DSL kernel called `copy_blocks` or `prefill` is the DSL's work, not glue). Of those,
+  the ones whose name is not among the kernels the DSL's compiler produced for this process (the launch
+  monitor reads them from each compile's output) are also counted apart, `unnamed_us`: foreign CUDA compiled at
+  run time (NVRTC, torch's jiterator) lands there. Evidence for now, not yet part of the share: the names CUPTI
+  reports must first be shown to match the compile outputs' on the H200 for every honest solution. Glue:
   PyTorch's copies (casts), fills and views, and the runtime's device-side memcpy/memset. Host round trips
   (memcpy device↔host) are not glue: they are how host code would do the work.
 - CPU target: aten operator events (their self time; glue ops excluded) and numpy calls (the profiler's Python
@@ -15,7 +19,7 @@ fixed Python cost of an honest call is as large as its kernel, so that split is 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 GLUE_OPS = {
     "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full", "full_like",
@@ -44,6 +48,9 @@ class WorkEvidence:
     # an operator's profiled time is mostly fixed cost (a one-element comparison read 17 µs, the whole of a SwiGLU
     # reference 26 µs), its inputs' size is not.
     torch_compute_elements: int = 0
+    # GPU: DSL-counted time in kernels the DSL's compiler never produced in this process (see the module docstring).
+    unnamed_us: float = 0.0
+    unnamed_kernels: dict[str, int] = field(default_factory=dict)  # their names -> count
 
     @property
     def dsl_share(self) -> float:
@@ -54,8 +61,10 @@ class WorkEvidence:
         return {**asdict(self), "dsl_share": self.dsl_share}
 
 
-def summarise(profile: Any) -> WorkEvidence:
-    """Classify the device events of a finished `torch.profiler.profile` (CPU and CUDA activities)."""
+def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvidence:
+    """Classify the device events of a finished `torch.profiler.profile` (CPU and CUDA activities).
+    `compiled_kernels`: the names of the kernels the DSL's compiler produced in this process (none known: no kernel
+    is counted as unnamed)."""
     events = list(profile.events())
     on_device = [event for event in events if _on_device(event)]
     # The operator each device event was launched under. The profiler links a kernel to the innermost frontend
@@ -96,6 +105,9 @@ def summarise(profile: Any) -> WorkEvidence:
             evidence.compute_ops[name[:80]] = evidence.compute_ops.get(name[:80], 0) + 1
         else:
             evidence.dsl_us += duration
+            if compiled_kernels and name not in compiled_kernels:
+                evidence.unnamed_us += duration
+                evidence.unnamed_kernels[name[:80]] = evidence.unnamed_kernels.get(name[:80], 0) + 1
     return evidence
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ class CompileRecord:
     seconds: float
     ptx_bytes: int = 0
     executes: bool = True
+    kernels: list[str] = field(default_factory=list)  # the device kernels it produced, as CUPTI names them
 
 
 @dataclass
@@ -81,6 +83,9 @@ class LaunchMonitor:
         self.mode = "execute"
         self.ptx_cache_dir = ptx_cache_dir
         self.compiles: list[CompileRecord] = []
+        # The device kernels the DSL's compiler produced here, by the names CUPTI reports them under: what ties a
+        # kernel in the device record to the DSL (kernel_runner/evidence.py).
+        self.compiled_kernels: set[str] = set()
         self.compile_error: str | None = None  # the DSL's message when a compile raised
         self.current = CallRecord()
         self._dlpack_sources: dict[int, tuple[Any, torch.Tensor]] = {}
@@ -193,7 +198,10 @@ class LaunchMonitor:
             ptx = getattr(getattr(compiled, "artifacts", None), "PTX", None) or ""
             if not executes and ".target sm_90a" not in ptx:
                 raise RuntimeError("CuTe DSL compile produced no sm_90a PTX (is CUTE_DSL_ARCH=sm_90a set?)")
-            monitor.compiles.append(CompileRecord("cutedsl", "sm_90a", seconds, len(ptx), executes))
+            # CuTe DSL names each kernel of the compiled function in `kernel_info` (the PTX's .entry names).
+            kernels = sorted(str(name) for name in (getattr(compiled, "kernel_info", None) or {}))
+            monitor.compiled_kernels.update(kernels)
+            monitor.compiles.append(CompileRecord("cutedsl", "sm_90a", seconds, len(ptx), executes, kernels))
             return monitored_kernel(monitor, compiled, executes)
 
         cute.compile = monitored_compile
@@ -215,12 +223,15 @@ class LaunchMonitor:
             with monitor.compile_step():
                 _check_host_symbols(executable)
             executes = kind == "llvm" or (kind == "cuda" and monitor.has_gpu)
+            kernels = sorted(cuda_kernel_names(executable)) if kind == "cuda" else []
+            monitor.compiled_kernels.update(kernels)
             ptx_bytes = 0
             if kind == "cuda" and not monitor.has_gpu:
                 with monitor.compile_step():
                     ptx_bytes = len(monitor._tvm_cuda_to_ptx(executable, target))
             seconds = time.perf_counter() - started
-            monitor.compiles.append(CompileRecord("tirx", _target_label(target), seconds, ptx_bytes, executes))
+            monitor.compiles.append(CompileRecord("tirx", _target_label(target), seconds, ptx_bytes, executes,
+                                                  kernels))
             return MonitoredExecutable(monitor, executable, executes)
 
         tvm.compile = monitored_compile
@@ -283,6 +294,19 @@ def _check_host_symbols(executable: Any) -> None:
     if foreign:
         raise ForbiddenHostCall(f"the kernel's host code calls external symbols {foreign}; only LLVM intrinsics, "
                                 "libm and the TVM runtime may be called (no call_extern into the process)")
+
+
+def cuda_kernel_names(executable: Any) -> set[str]:
+    """The `__global__` functions of the CUDA source TVM generated for `executable` (extern "C": CUPTI reports
+    them by these names)."""
+    names: set[str] = set()
+    for module in executable.mod.imports:
+        if module.kind == "cuda":
+            names.update(_GLOBAL_FUNCTION.findall(module.inspect_source()))
+    return names
+
+
+_GLOBAL_FUNCTION = re.compile(r"__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(")
 
 
 def _target_kind(target: Any) -> str:

@@ -200,7 +200,8 @@ class KernelRunner:
                 # numpy, Python, other threads the call waited for). Evidence only (see evidence.py).
                 reply["wall"] = wall_share(solve_us, record.launch_us).as_json()
             if profiler is not None:
-                evidence = summarise(profiler) if self.on_gpu else summarise_cpu(profiler, record.launch_us)
+                evidence = (summarise(profiler, monitor.compiled_kernels) if self.on_gpu
+                            else summarise_cpu(profiler, record.launch_us))
                 reply["evidence"] = evidence.as_json()
         for index, (out, slot) in enumerate(zip(produced, self.outputs)):
             if not isinstance(out, torch.Tensor):

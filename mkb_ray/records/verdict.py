@@ -24,6 +24,9 @@ class CompileRecordModel(BaseModel):
     seconds: float
     ptx_bytes: int
     executes: bool
+    kernels: list[str] = Field(default_factory=list,
+                               description="the device kernels the compile produced, by the names the profiler "
+                                           "reports (evidence: what ties a profiled kernel to the DSL)")
 
 
 class Roofline(BaseModel):
