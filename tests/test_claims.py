@@ -162,6 +162,33 @@ def test_offline_annotator_beats_the_majority_baseline_on_every_label(offline_on
     assert kappa >= 0.35
 
 
+def test_the_recorded_annotator_error_is_what_the_test_split_gives_today(offline_on_gold_test):
+    """`mkb lineage` prints the offline annotator's recorded test-split scores beside its headline
+    (mkb_ray/claims/annotator_error.json, written by `mkb gold --split test --record`): they must be today's."""
+    from mkb_ray.claims.annotator_error import recorded_error
+    from mkb_ray.claims.offline import OFFLINE_VERSION
+
+    pairs, _ = offline_on_gold_test
+    score = score_labels(pairs)
+    recorded = recorded_error(OFFLINE_VERSION)
+    assert recorded is not None, f"no recorded scores for {OFFLINE_VERSION}: run mkb gold --split test --record"
+    assert recorded.split == "test" and recorded.claims == score.n
+    assert recorded.category_accuracy == pytest.approx(score.category_accuracy, abs=1e-4)
+    kappa = cohens_kappa([a.gold_category for a, _ in pairs], [x.category if x else None for _, x in pairs])
+    assert recorded.kappa_vs_gold == pytest.approx(kappa, abs=1e-4)
+    for category, (precision, recall, gold) in score.per_category.items():
+        mine = recorded.per_category[category]
+        assert (mine.precision, mine.recall, mine.gold) == (pytest.approx(precision, abs=1e-4),
+                                                             pytest.approx(recall, abs=1e-4), gold), category
+
+
+def test_mkb_gold_records_only_test_split_scores(capsys):
+    from mkb_ray.cli import main
+
+    assert main(["gold", "--split", "dev", "--record"]) == 2
+    assert "test-split scores only" in capsys.readouterr().err
+
+
 def test_mkb_gold_reports_segmentation_annotators_and_matcher(sentence_encoder, capsys):
     from mkb_ray.cli import main
 

@@ -78,6 +78,10 @@ def test_lineage_stores_claims_annotations_edges_and_writes_outputs(built, capsy
     for name in ("headline.csv", "nodes.parquet", "edges.parquet"):
         assert (out / name).stat().st_size > 0
     assert len(list((out / "graphml").glob("*.graphml"))) == 2
+    # The annotator's measured error travels with the headline (recorded from the gold test split).
+    error = report["annotator_error"]
+    assert error["annotator"] == summary["annotator"] and error["split"] == "test"
+    assert 0 < error["per_category"]["unsupported_closure"]["gold"]
     categories = {row["category"] for row in report["headline"]}
     assert "unsupported_closure" in categories and len(categories) == 11
 
@@ -135,3 +139,10 @@ def test_the_fidelity_benchmark_scores_exactly_what_mkb_lineage_wrote(built, cap
     headline_table(truth_nodes, truth_edges, categories=categories).write_csv(shipped / "headline.csv")
     scored = fidelity.score(built, shipped)
     assert scored and all(r["gap"] == pytest.approx(0.0) for r in scored if r["gap"] is not None), scored
+
+
+def test_the_printed_headline_carries_the_annotators_measured_error(built, capsys):
+    assert main(["lineage", str(built), "--no-plots"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "uncorrected" in out and "category accuracy is 0." in out
+    assert "unsupported_closure: precision 0." in out

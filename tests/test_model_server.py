@@ -159,6 +159,19 @@ FAKE_SERVER = textwrap.dedent("""
 """)
 
 
+def test_waiting_for_a_port_to_close_sees_it_close():
+    """Ray Serve's proxy process exits a moment after serve.shutdown() returns; the stop waits for its port."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    assert processes.port_open(port) and not processes.wait_port_closed(port, 0.3)
+    listener.close()
+    assert processes.wait_port_closed(port, 5.0)
+
+
 @pytest.fixture
 def fake_vllm(tmp_path, monkeypatch):
     """Make VLLMProcessEndpoint start FAKE_SERVER (mode set by the test) instead of vLLM."""

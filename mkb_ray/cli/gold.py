@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--synthetic-seed", type=int, default=100, metavar="SEED",
                         help="seed of the first synthetic chain (default 100; seeds 0-22 tuned the matcher)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
+    parser.add_argument("--record", action="store_true",
+                        help="store each annotator's test-split scores where `mkb lineage` prints them beside its "
+                             "headline (mkb_ray/claims/annotator_error.json; needs --split test)")
     parser.set_defaults(handler=run)
 
 
@@ -56,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not gold:
         print(f"mkb gold: no gold claims files under {args.gold / 'claims'} for split {args.split}", file=sys.stderr)
+        return 2
+    if args.record and args.split != "test":
+        print("mkb gold: --record stores test-split scores only (the split the rules were never tuned on)",
+              file=sys.stderr)
         return 2
     names = args.annotator or ["offline"]
     annotators = [_annotator(name, taxonomy, args.api_base) for name in names]
@@ -94,6 +101,13 @@ def run(args: argparse.Namespace) -> int:
         table = recovery_table(args.synthetic, 100, args.synthetic_seed, taxonomy.closure_category, offline)
         report["synthetic_recovery"] = {"chains": args.synthetic, "first_seed": args.synthetic_seed,
                                         "category": taxonomy.closure_category, "rows": table.to_dicts()}
+    if args.record:
+        from ..claims.annotator_error import RECORDED, from_gold_report, record_error
+
+        for name, annotator in zip(names, annotators):
+            record_error(from_gold_report(annotator.name, report, report["annotators"][name]))
+        print(f"recorded the test-split scores of {', '.join(a.name for a in annotators)} in {RECORDED}",
+              file=sys.stderr)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -158,7 +158,11 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
         shown = only or chains[0]
         written += plot_lineage_graph(data.nodes, data.edges, shown, out / "chain", categories=list(taxonomy.names),
                                       focus_category=closure)
+    from ..claims.annotator_error import recorded_error
+
+    error = recorded_error(summary.annotator)
     return {"headline": headline.to_dicts(), "written": [str(p) for p in written], "chains": len(chains),
+            "annotator_error": error.as_json() if error else None,
             "claims": len(data.nodes), "edges": len(data.edges)}
 
 
@@ -181,4 +185,22 @@ def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-d
     for row in rows:
         table.add_row(*[v if isinstance(v, str) else "-" if v is None else f"{v:.3f}" for v in row.values()])
     console.print(table)
+    _print_annotator_error(console, summary.annotator, report.get("annotator_error"), [r["category"] for r in rows])
     console.print(f"wrote {len(report['written'])} files under {Path(report['written'][0]).parent}")
+
+
+def _print_annotator_error(console, annotator: str, error, categories) -> None:  # type: ignore[no-untyped-def]
+    """The annotator's measured error beside the headline: its rows are what it labelled, uncorrected."""
+    if not error:
+        console.print(f"annotator {annotator}: no recorded gold scores (mkb gold --annotator ... --split test "
+                      f"--record); the table above is as it labelled, uncorrected")
+        return
+    console.print(f"the table above is as annotator {annotator} labelled the claims, uncorrected; on the "
+                  f"hand-labelled {error['split']} split ({error['files']} SKILL.md, {error['claims']} claims; "
+                  f"mkb gold) its category accuracy is {error['category_accuracy']:.2f} "
+                  f"(κ {error['kappa_vs_gold']:.2f}):")
+    for category in categories:
+        score = error["per_category"].get(category)
+        if score:
+            console.print(f"  {category}: precision {score['precision']:.2f}, recall {score['recall']:.2f} "
+                          f"({score['gold']} gold claims)")

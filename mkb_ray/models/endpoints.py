@@ -154,9 +154,13 @@ class ServeLLMEndpoint:
         owned = self.pids()
         try:
             serve.delete(self.app_name)
-            # Nothing else served: shut Serve down too, which closes the HTTP proxy's port.
+            # Nothing else served: shut Serve down too, which closes the HTTP proxy's port — once the proxy's
+            # process has exited, which can be a moment after shutdown() returns (a check right after it found the
+            # port still open at the end of a full test run).
             if not serve.status().applications:
                 serve.shutdown()
+                if not processes.wait_port_closed(self.port, timeout_s):
+                    logger.warning("Serve's HTTP port %d still open %.0f s after shutdown", self.port, timeout_s)
         except Exception as err:  # noqa: BLE001 - still make sure the processes are gone below
             logger.warning("Ray Serve stop of %s failed: %s", self.app_name, err)
         left = processes.wait_gone(owned, timeout_s)

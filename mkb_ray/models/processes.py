@@ -11,6 +11,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import psutil
 
@@ -53,14 +54,31 @@ def alive(pids: list[int]) -> list[int]:
     return live
 
 
+def _poll(done: Callable[[], bool], timeout_s: float, every_s: float = 0.25) -> bool:
+    """Call `done` until it holds or `timeout_s` passed; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     """Wait until none of `pids` runs; returns those still running at the deadline."""
-    deadline = time.monotonic() + timeout_s
     left = alive(pids)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.25)
-        left = alive(left)
+
+    def gone() -> bool:
+        left[:] = alive(left)
+        return not left
+
+    _poll(gone, timeout_s)
     return left
+
+
+def wait_port_closed(port: int, timeout_s: float, host: str = "127.0.0.1") -> bool:
+    """Wait until nothing accepts connections on host:port; whether it closed in time."""
+    return _poll(lambda: not port_open(port, host), timeout_s)
 
 
 def kill_all(pids: list[int], sig: int = signal.SIGKILL) -> None:
