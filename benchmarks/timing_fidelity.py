@@ -14,12 +14,14 @@ Printed per (problem, DSL), side by side: kernel_ms and eager_ms medians of both
 (judge / in-process; the goal is 0.9-1.1), the pair-p95 of the speedup over the runs of each method (how much
 faster one judgement of the same kernel can look than another; the goal is <= 5 % for kernels >= 50 µs, <= 15 %
 for 10-50 µs), the judge's own-clock figure `kernel_wall_ms` (the upper bound it keeps) and the median evaluation
-wall with cached baselines. Nothing is asserted. Results go to `--out` (JSON per row as it finishes, so a run cut
+wall with cached baselines, and whether any profiled kernel was one no DSL compile produced (the foreign-kernel
+evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out` (JSON per row as it finishes, so a run cut
 short resumes with `--resume`) and a table to stdout.
 
     python3 benchmarks/timing_fidelity.py --out /tmp/fidelity          # on the H200, ~10 min
     python3 benchmarks/timing_fidelity.py --families mlp_norm moe --runs 3 --out /tmp/f   # a quick look
     python3 benchmarks/timing_fidelity.py --report /tmp/fidelity       # the table again, from the JSON
+    python3 benchmarks/timing_fidelity.py --draws-per-trip 25 --out /tmp/fidelity   # longer trips, kept apart
 """
 from __future__ import annotations
 
@@ -116,21 +118,26 @@ def run_inprocess(rows: list[tuple[str, str]], runs: int) -> list[dict[str, Any]
 # --- the judge ---------------------------------------------------------------------------------------------------
 
 def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache_dir: Path,
-               device_lock: Path) -> list[dict[str, Any]]:
+               device_lock: Path, per_trip: Optional[int] = None) -> list[dict[str, Any]]:
     from mkb_ray.judge import JudgeOptions, judge_kernel
 
     verdicts = []
+    options = JudgeOptions(compile_baseline=False, draws_per_trip=per_trip)
     for _ in range(runs):
         started = time.perf_counter()
-        verdict = judge_kernel(problem, kernel, dsl, "cuda", seed=None, options=JudgeOptions(compile_baseline=False),
+        verdict = judge_kernel(problem, kernel, dsl, "cuda", seed=None, options=options,
                                pool=pool, baseline_cache_dir=cache_dir, device_lock=device_lock)
+        evidence = verdict.work_evidence or {}
         verdicts.append({"tier": verdict.tier, "reason": verdict.reason[:300], "kernel_ms": verdict.kernel_ms,
                          "eager_ms": verdict.eager_ms, "speedup": verdict.speedup,
                          "kernel_wall_ms": verdict.kernel_wall_ms, "eager_wall_ms": verdict.eager_wall_ms,
                          "timing_method": verdict.timing_method, "late_draws": verdict.late_draws,
                          "baseline_source": verdict.baseline_source, "wall_s": time.perf_counter() - started,
                          "trip_positions": next((c.detail for c in verdict.checks if c.name == "trip_positions"),
-                                                None)})
+                                                None),
+                         # issue 25's foreign-kernel evidence: profiled time in kernels no DSL compile produced
+                         "unnamed_us": evidence.get("unnamed_us"), "unnamed_kernels": evidence.get("unnamed_kernels"),
+                         "compiled_kernels": sorted({k for c in verdict.compiles for k in c.kernels})[:8]})
     return verdicts
 
 
@@ -139,8 +146,9 @@ def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache
 def summarise(row: dict[str, Any]) -> dict[str, Any]:
     inproc = row["inprocess"]
     passing = [v for v in row["judge"] if v["tier"] in ("pass", "pass2x") and v["speedup"]]
-    out: dict[str, Any] = {"problem_id": row["problem_id"], "dsl": row["dsl"], "judged": len(row["judge"]),
-                           "passed": len(passing), "inprocess_error": inproc.get("error")}
+    out: dict[str, Any] = {"problem_id": row["problem_id"], "dsl": row["dsl"] + _trip_label(row.get("per_trip")),
+                           "judged": len(row["judge"]), "passed": len(passing), "inprocess_error": inproc.get("error"),
+                           "unnamed_us": sum(v.get("unnamed_us") or 0.0 for v in row["judge"])}
     if inproc["kernel_ms"] and inproc["eager_ms"]:
         speedups = [e / k for k, e in zip(inproc["kernel_ms"], inproc["eager_ms"])]
         out.update(ip_kernel_ms=statistics.median(inproc["kernel_ms"]),
@@ -203,6 +211,10 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
               f"range {min(s['kernel_ratio'] for s in rows):.3f}-{max(s['kernel_ratio'] for s in rows):.3f}; eager "
               f"median {statistics.median(s['eager_ratio'] for s in rows):.3f}, range "
               f"{min(s['eager_ratio'] for s in rows):.3f}-{max(s['eager_ratio'] for s in rows):.3f}")
+        unnamed = [s for s in rows if s.get("unnamed_us")]
+        print(f"profiled GPU time in kernels no DSL compile produced (work_evidence.unnamed_us): {len(unnamed)} of "
+              f"{len(rows)} rows" + (": " + ", ".join(f"{s['problem_id']} {s['dsl']}" for s in unnamed) if unnamed
+                                     else ""))
         bounds = [s["kernel_wall_ms"] / s["kernel_ms"] for s in rows if s.get("kernel_wall_ms")]
         if bounds:
             print(f"the checker's own clock over the device record (kernel_wall_ms / kernel_ms): "
@@ -210,6 +222,14 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
 
 
 # --- main --------------------------------------------------------------------------------------------------------
+
+def _trip_label(per_trip: Optional[int]) -> str:
+    return f"/k{per_trip}" if per_trip else ""
+
+
+def row_path(out: Path, problem_id: str, dsl: str, per_trip: Optional[int]) -> Path:
+    return out / f"row-{problem_id.replace('/', '-')}-{dsl}{_trip_label(per_trip).replace('/', '-')}.json"
+
 
 def chosen(families: Optional[list[str]], per_family: int, problem_ids: Optional[list[str]]) -> list[Any]:
     from mkb_ray.problems import load_problems
@@ -244,6 +264,9 @@ def main() -> int:
                              "the others' compiles and checks overlap it")
     parser.add_argument("--resume", action="store_true", help="skip rows whose JSON is already in --out")
     parser.add_argument("--report", type=Path, help="only print the table from a finished --out directory")
+    parser.add_argument("--draws-per-trip", type=int, default=None, metavar="K",
+                        help="timed draws per round trip for the judge (default: the judge's own, 5 on GPUs); rows "
+                             "of another K are kept apart in --out, so one directory can compare settings")
     parser.add_argument("--inprocess-spec", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inprocess_spec:
@@ -267,7 +290,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     problems = chosen(args.families, args.per_family, args.problem)
     todo = [(p, dsl) for p in problems for dsl in args.dsls
-            if not (args.resume and (out / f"row-{p.problem_id.replace('/', '-')}-{dsl}.json").exists())]
+            if not (args.resume and row_path(out, p.problem_id, dsl, args.draws_per_trip).exists())]
     print(f"timing fidelity: {len(todo)} rows ({len(problems)} problems x {args.dsls}), {args.runs} runs each, on "
           f"{torch.cuda.get_device_name(0)}; rows land in {out}", flush=True)
     started = time.perf_counter()
@@ -280,9 +303,10 @@ def main() -> int:
 
         def one_row(problem: Any, dsl: str) -> None:
             inproc = next(r for r in reference[dsl] if r["problem_id"] == problem.problem_id)
-            row = {"problem_id": problem.problem_id, "dsl": dsl, "inprocess": inproc,
-                   "judge": judge_runs(problem, problem.solutions[dsl], dsl, args.runs, pool, Path(cache), lock)}
-            (out / f"row-{problem.problem_id.replace('/', '-')}-{dsl}.json").write_text(json.dumps(row, indent=1))
+            row = {"problem_id": problem.problem_id, "dsl": dsl, "per_trip": args.draws_per_trip, "inprocess": inproc,
+                   "judge": judge_runs(problem, problem.solutions[dsl], dsl, args.runs, pool, Path(cache), lock,
+                                       args.draws_per_trip)}
+            row_path(out, problem.problem_id, dsl, args.draws_per_trip).write_text(json.dumps(row, indent=1))
             print_table([summarise(row)])
             print(f"  ({time.perf_counter() - started:.0f} s so far)", flush=True)
 
