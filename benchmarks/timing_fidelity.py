@@ -15,8 +15,8 @@ Printed per (problem, DSL), side by side: kernel_ms and eager_ms medians of both
 faster one judgement of the same kernel can look than another; the goal is <= 5 % for kernels >= 50 µs, <= 15 %
 for 10-50 µs), the judge's own-clock figure `kernel_wall_ms` (the upper bound it keeps) and the median evaluation
 wall with cached baselines, and whether any profiled kernel was one no DSL compile produced (the foreign-kernel
-evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out` (JSON per row as it finishes, so a run cut
-short resumes with `--resume`) and a table to stdout.
+evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out` (JSON per row as it finishes,
+so a run cut short resumes with `--resume`) and a table to stdout.
 
     python3 benchmarks/timing_fidelity.py --out /tmp/fidelity          # on the H200, ~10 min
     python3 benchmarks/timing_fidelity.py --families mlp_norm moe --runs 3 --out /tmp/f   # a quick look
