@@ -32,6 +32,8 @@ def test_every_shipped_solution_is_judged_as_expected(problems, fast_options):
         v = row.verdict
         assert v.tier == "compile_only" and v.target == "sm_90a" and not v.executed, row.problem_id
         assert all(c.ptx_bytes > 0 for c in v.compiles) and v.compiles
+        # Each compile names the device kernels it produced (what will tie a profiled kernel to the DSL).
+        assert all(c.kernels for c in v.compiles), (row.problem_id, row.variant)
     for row in by_variant["screens"]:
         names = {c.name for c in row.checks}
         assert {"zeros_fail", "seed_changes_output", "not_constant"} <= names, row.problem_id
