@@ -82,6 +82,11 @@ def test_lineage_stores_claims_annotations_edges_and_writes_outputs(built, capsy
     error = report["annotator_error"]
     assert error["annotator"] == summary["annotator"] and error["split"] == "test"
     assert 0 < error["per_category"]["unsupported_closure"]["gold"]
+    # ... and so does each category's prevalence corrected for it (analysis/annotator_correction.py).
+    corrected = {r["category"]: r for r in report["prevalence_corrected"]}
+    closure = corrected["unsupported_closure"]
+    assert closure["gold"] == error["per_category"]["unsupported_closure"]["gold"] and closure["raw"] is not None
+    assert (out / "prevalence_corrected.csv").stat().st_size > 0
     categories = {row["category"] for row in report["headline"]}
     assert "unsupported_closure" in categories and len(categories) == 11
 
@@ -146,3 +151,4 @@ def test_the_printed_headline_carries_the_annotators_measured_error(built, capsy
     out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert "uncorrected" in out and "category accuracy is 0." in out
     assert "unsupported_closure: precision 0." in out
+    assert "corrected for the annotator's measured recall" in out

@@ -22,6 +22,8 @@ class CategoryError:
     precision: float
     recall: float
     gold: int  # gold claims of the category in the split
+    true_positives: int  # of those, labelled with it
+    predicted: int  # gold claims (of any category) the annotator labelled with it
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def from_gold_report(annotator: str, report: dict[str, Any], scores: dict[str, A
     return AnnotatorError(annotator, str(report["split"]), int(report["files"]), int(scores["n"]),
                           round(float(scores["category_accuracy"]), 4), round(float(scores["kappa_vs_gold"]), 4),
                           {c: CategoryError(round(float(v["precision"]), 4), round(float(v["recall"]), 4),
-                                            int(v["gold"]))
+                                            int(v["gold"]), int(v["true_positives"]), int(v["predicted"]))
                            for c, v in sorted(scores["per_category"].items())})
 
 
@@ -58,7 +60,8 @@ def recorded_error(annotator: str, path: Path = RECORDED) -> Optional[AnnotatorE
     try:
         return AnnotatorError(str(entry["annotator"]), str(entry["split"]), int(entry["files"]), int(entry["claims"]),
                               float(entry["category_accuracy"]), float(entry["kappa_vs_gold"]),
-                              {str(c): CategoryError(float(v["precision"]), float(v["recall"]), int(v["gold"]))
+                              {str(c): CategoryError(float(v["precision"]), float(v["recall"]), int(v["gold"]),
+                                                     int(v["true_positives"]), int(v["predicted"]))
                                for c, v in entry["per_category"].items()})
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{path}: entry {annotator!r}: {type(err).__name__}: {err}") from err

@@ -8,7 +8,7 @@ for keeping a leading "so"); each gold claim is scored with the label of the pre
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from ..records.claims import AnnotationRecord, ClaimRecord
@@ -85,6 +85,9 @@ class LabelScore:
     support_accuracy: float
     per_category: dict[str, tuple[float, float, int]]   # category -> (precision, recall, gold count)
     unannotated: int
+    # category -> (true positives, claims the annotator labelled with it): the counts behind precision and recall,
+    # which a prevalence correction needs (analysis/annotator_correction.py)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def score_labels(pairs: Sequence[tuple[AlignedClaim, Optional[AnnotationRecord]]]) -> LabelScore:
@@ -111,7 +114,8 @@ def score_labels(pairs: Sequence[tuple[AlignedClaim, Optional[AnnotationRecord]]
     return LabelScore(n=n, category_accuracy=right["category"] / n if n else 0.0,
                       modality_accuracy=right["modality"] / n if n else 0.0,
                       support_accuracy=right["support"] / n if n else 0.0,
-                      per_category=per_category, unannotated=unannotated)
+                      per_category=per_category, unannotated=unannotated,
+                      counts={c: (true_pos[c], predicted_as[c]) for c in sorted(gold_count)})
 
 
 def cohens_kappa(a: Sequence[Optional[str]], b: Sequence[Optional[str]]) -> float:

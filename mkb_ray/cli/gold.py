@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
         report["annotators"][name] = {"n": s.n, "category_accuracy": s.category_accuracy, "kappa_vs_gold": kappa,
                                       "modality_accuracy": s.modality_accuracy,
                                       "support_accuracy": s.support_accuracy, "unannotated": s.unannotated,
-                                      "per_category": {c: {"precision": p, "recall": r, "gold": n}
+                                      "per_category": {c: {"precision": p, "recall": r, "gold": n,
+                                                           "true_positives": s.counts[c][0],
+                                                           "predicted": s.counts[c][1]}
                                                        for c, (p, r, n) in s.per_category.items()}}
     if len(names) > 1:
         report["kappa_between"] = {

@@ -17,9 +17,10 @@ DESCRIPTION = """Segment every stored SKILL.md of RUN into atomic claims, annota
 modality hedged/plain/absolute, support read from the attempt's own verdicts), match the claims of every chain hop
 to its source hop, and store the result in RUN's store. Incremental: a rerun does only new SKILL.md files and new
 hops. Then prints, per category: prevalence at hops 1/10/100, lineage survival, reinforcement vs dilution, and the
-attractor (fixed point, strength); and writes under --out (default RUN/lineage): headline.csv, nodes.parquet,
-edges.parquet, one GraphML file per chain (graphml/), survival.png/.svg, prevalence.png/.svg and the lineage graph
-of one chain (chain.png/.svg; --chain picks it).
+attractor (fixed point, strength), then the annotator's measured error on the hand-labelled test split and each
+category's prevalence corrected for it (with intervals); and writes under --out (default RUN/lineage):
+headline.csv, prevalence_corrected.csv, nodes.parquet, edges.parquet, one GraphML file per chain (graphml/),
+survival.png/.svg, prevalence.png/.svg and the lineage graph of one chain (chain.png/.svg; --chain picks it).
 
 examples:
   mkb lineage runs/quickstart                      # offline annotator (rules + local MiniLM)
@@ -161,8 +162,16 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
     from ..claims.annotator_error import recorded_error
 
     error = recorded_error(summary.annotator)
+    corrected = None
+    if error is not None and data.nodes:
+        from ..analysis.annotator_correction import corrected_prevalence
+
+        corrected = corrected_prevalence(data.nodes, error, [r["category"] for r in headline.to_dicts()], n_boot=1000)
+        corrected.write_csv(out / "prevalence_corrected.csv")
+        written.append(out / "prevalence_corrected.csv")
     return {"headline": headline.to_dicts(), "written": [str(p) for p in written], "chains": len(chains),
             "annotator_error": error.as_json() if error else None,
+            "prevalence_corrected": corrected.to_dicts() if corrected is not None else None,
             "claims": len(data.nodes), "edges": len(data.edges)}
 
 
@@ -186,7 +195,33 @@ def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-d
         table.add_row(*[v if isinstance(v, str) else "-" if v is None else f"{v:.3f}" for v in row.values()])
     console.print(table)
     _print_annotator_error(console, summary.annotator, report.get("annotator_error"), [r["category"] for r in rows])
+    _print_corrected(console, report.get("prevalence_corrected"))
     console.print(f"wrote {len(report['written'])} files under {Path(report['written'][0]).parent}")
+
+
+def _print_corrected(console, rows) -> None:  # type: ignore[no-untyped-def]
+    """Mean prevalence over all hops, raw and corrected for the annotator's test-split error (annotator_correction)."""
+    if not rows:
+        return
+    from rich.table import Table
+
+    def span(value, lo, hi) -> str:  # type: ignore[no-untyped-def]
+        if value is None:
+            return "-"
+        return f"{value:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+
+    table = Table(title="prevalence over all hops: as labelled, and corrected for the annotator's measured recall and "
+                        "false-positive rate (95 % intervals; the corrected one also redraws the gold counts; assumes "
+                        "the run's text is labelled as well as the gold split's)")
+    for column in ("category", "as labelled", "corrected", "gold recall / false-positive rate"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    for r in rows:
+        rates = ("-" if r["sensitivity"] is None else
+                 f"{r['sensitivity']:.2f} / {r['false_positive_rate']:.3f} ({r['gold']} gold)")
+        table.add_row(r["category"], span(r["raw"], r["raw_lo"], r["raw_hi"]),
+                      span(r["corrected"], r["corrected_lo"], r["corrected_hi"]) if r["gold"] else "no gold claims",
+                      rates)
+    console.print(table)
 
 
 def _print_annotator_error(console, annotator: str, error, categories) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,67 @@
+"""Prevalence corrected for the annotator's measured error (analysis/annotator_correction.py)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mkb_ray.analysis.annotator_correction import corrected_prevalence, gold_rates, rogan_gladen
+from mkb_ray.analysis.propagation import ClaimNode
+from mkb_ray.claims.annotator_error import AnnotatorError, CategoryError
+
+C = "unsupported_closure"
+
+
+def test_rogan_gladen_by_hand():
+    # q = p·se + (1 − p)·fp with p = 1/9, se 0.5, fp 0.05: q = 0.0556 + 0.0444 = 0.1; inverted back to 1/9.
+    assert rogan_gladen(0.1, 0.5, 0.05) == pytest.approx(1 / 9)
+    assert rogan_gladen(0.01, 0.5, 0.05) == 0.0            # below the false-positive floor: clipped
+    assert rogan_gladen(0.9, 0.5, 0.05) == 1.0
+    assert rogan_gladen(0.1, 0.08, 0.05) is None           # the labels barely separate c from the rest
+
+
+def test_gold_rates_come_from_the_recorded_counts():
+    error = AnnotatorError("a", "test", 10, 273, 0.49, 0.43, {C: CategoryError(0.4, 0.2105, 19, 4, 10)})
+    rates = gold_rates(error, C)
+    assert (rates.true_positives, rates.gold, rates.false_positives, rates.others) == (4, 19, 6, 254)
+    assert rates.sensitivity == pytest.approx(4 / 19) and rates.false_positive_rate == pytest.approx(6 / 254)
+    assert gold_rates(error, "workload_census") is None
+
+
+def _world(seed: int, truth: float, se: float, fp: float, chains: int = 40, hops: int = 10, claims: int = 30):
+    """Chains whose claims are truly C with probability `truth`, labelled by an annotator with recall `se` and
+    false-positive rate `fp`; and a 300-claim gold set labelled by the same annotator (its recorded error)."""
+    rng = np.random.default_rng(seed)
+
+    def label(true_c: np.ndarray) -> np.ndarray:
+        return np.where(true_c, rng.random(true_c.size) < se, rng.random(true_c.size) < fp)
+
+    nodes = []
+    for chain in range(chains):
+        for hop in range(hops):
+            labels = label(rng.random(claims) < truth)
+            nodes += [ClaimNode(f"c{chain}", hop, f"c{chain}h{hop}n{i}", C if x else "other", "plain", "unsupported")
+                      for i, x in enumerate(labels)]
+    gold_c = rng.random(300) < truth
+    said_c = label(gold_c)
+    tp, predicted, gold = int((gold_c & said_c).sum()), int(said_c.sum()), int(gold_c.sum())
+    error = AnnotatorError("sim", "test", 10, 300, 0.5, 0.4,
+                           {C: CategoryError(tp / max(predicted, 1), tp / gold, gold, tp, predicted)})
+    return nodes, error
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_corrected_share_covers_the_truth_where_the_raw_one_does_not(seed):
+    # True share 0.30; an annotator finding 60 % of C and calling 10 % of the rest C reports ~0.25.
+    nodes, error = _world(seed, truth=0.30, se=0.6, fp=0.10)
+    row = corrected_prevalence(nodes, error, [C], n_boot=1000, seed=seed).row(0, named=True)
+    assert not row["raw_lo"] <= 0.30 <= row["raw_hi"], row
+    assert row["corrected_lo"] <= 0.30 <= row["corrected_hi"], row
+    # The gold set is a sample too (300 claims): the corrected interval is wider than the raw one for it.
+    assert row["corrected_hi"] - row["corrected_lo"] > row["raw_hi"] - row["raw_lo"]
+
+
+def test_a_category_the_labels_cannot_separate_gets_no_corrected_value():
+    nodes, error = _world(4, truth=0.2, se=0.12, fp=0.10)
+    error = AnnotatorError("sim", "test", 10, 300, 0.5, 0.4, {C: CategoryError(0.2, 0.1, 50, 5, 25)})  # se 0.1
+    row = corrected_prevalence(nodes, error, [C], n_boot=200).row(0, named=True)
+    assert row["raw"] is not None and row["corrected"] is None and row["corrected_lo"] is None
