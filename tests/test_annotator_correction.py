@@ -1,14 +1,16 @@
 """Prevalence corrected for the annotator's measured error (analysis/annotator_correction.py)."""
 from __future__ import annotations
 
-import numpy as np
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from mkb_ray.analysis.annotator_correction import corrected_prevalence, gold_rates, rogan_gladen
-from mkb_ray.analysis.propagation import ClaimNode
 from mkb_ray.claims.annotator_error import AnnotatorError, CategoryError
 
 C = "unsupported_closure"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_rogan_gladen_by_hand():
@@ -27,26 +29,13 @@ def test_gold_rates_come_from_the_recorded_counts():
     assert gold_rates(error, "workload_census") is None
 
 
-def _world(seed: int, truth: float, se: float, fp: float, chains: int = 40, hops: int = 10, claims: int = 30):
-    """Chains whose claims are truly C with probability `truth`, labelled by an annotator with recall `se` and
-    false-positive rate `fp`; and a 300-claim gold set labelled by the same annotator (its recorded error)."""
-    rng = np.random.default_rng(seed)
-
-    def label(true_c: np.ndarray) -> np.ndarray:
-        return np.where(true_c, rng.random(true_c.size) < se, rng.random(true_c.size) < fp)
-
-    nodes = []
-    for chain in range(chains):
-        for hop in range(hops):
-            labels = label(rng.random(claims) < truth)
-            nodes += [ClaimNode(f"c{chain}", hop, f"c{chain}h{hop}n{i}", C if x else "other", "plain", "unsupported")
-                      for i, x in enumerate(labels)]
-    gold_c = rng.random(300) < truth
-    said_c = label(gold_c)
-    tp, predicted, gold = int((gold_c & said_c).sum()), int(said_c.sum()), int(gold_c.sum())
-    error = AnnotatorError("sim", "test", 10, 300, 0.5, 0.4,
-                           {C: CategoryError(tp / max(predicted, 1), tp / gold, gold, tp, predicted)})
-    return nodes, error
+def _world(seed: int, truth: float, se: float, fp: float):
+    """Simulated chains and the annotator's error on a simulated 300-claim gold set
+    (benchmarks/prevalence_correction_coverage.py, which runs 60 such worlds)."""
+    spec = importlib.util.spec_from_file_location("coverage", REPO / "benchmarks" / "prevalence_correction_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.simulated_world(seed, truth, se, fp)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
