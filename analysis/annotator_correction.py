@@ -15,6 +15,7 @@ well as the gold split's real-style text is. Claims the gold set leaves unlabell
 """
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
@@ -22,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from ..claims.annotator_error import AnnotatorError
-from .propagation import ClaimNode, prevalence_series
+from .propagation import ClaimNode, category_of
 
 MIN_SEPARATION = 0.05
 
@@ -61,14 +62,17 @@ def rogan_gladen(observed: float, sensitivity: float, false_positive_rate: float
     return float(min(1.0, max(0.0, (observed - false_positive_rate) / separation)))
 
 
-def _chain_means(nodes: Iterable[ClaimNode], category: str) -> np.ndarray:
-    """Each chain's mean share of `category` over its hops with claims."""
-    means = []
-    for values in prevalence_series(nodes, category).values():
-        known = [v for v in values if v is not None]
-        if known:
-            means.append(float(np.mean(known)))
-    return np.array(means, dtype=float)
+def _chain_means(nodes: Iterable[ClaimNode], categories: Sequence[str]) -> dict[str, np.ndarray]:
+    """Per category, each chain's mean share of it over the chain's hops with claims (one pass over the nodes)."""
+    per_hop: dict[tuple[str, int], Counter[str]] = defaultdict(Counter)
+    for node in nodes:
+        per_hop[node.chain_id, node.hop][category_of(node)] += 1
+    shares: dict[str, dict[str, list[float]]] = {c: defaultdict(list) for c in categories}
+    for (chain, _), counts in per_hop.items():
+        total = sum(counts.values())
+        for category in categories:
+            shares[category][chain].append(counts[category] / total)
+    return {c: np.array([np.mean(v) for v in by_chain.values()], dtype=float) for c, by_chain in shares.items()}
 
 
 def corrected_prevalence(nodes: Sequence[ClaimNode], error: AnnotatorError, categories: Sequence[str],
@@ -79,8 +83,9 @@ def corrected_prevalence(nodes: Sequence[ClaimNode], error: AnnotatorError, cate
     rng = np.random.default_rng(seed)
     tail = [50 * (1 - level), 50 * (1 + level)]
     rows = []
+    chain_means = _chain_means(nodes, categories)
     for category in categories:
-        means = _chain_means(nodes, category)
+        means = chain_means[category]
         rates = gold_rates(error, category)
         row: dict = {"category": category, "n_chains": int(means.size),
                      "raw": float(means.mean()) if means.size else None, "raw_lo": None, "raw_hi": None,
