@@ -32,7 +32,7 @@ import polars as pl
 
 from ..store import RunStore
 from ..synthetic import SyntheticSpec, parse_skill
-from ..synthetic.planted import SYNTHETIC_MARGIN, PlantedRates, planted_rates
+from ..synthetic.planted import PlantedRates, planted_rates
 from ..synthetic.spec import spec_taxonomy
 from .cells import CellReplicate
 from .enrichment import enrichment_table
@@ -93,7 +93,7 @@ def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
         raise ValueError(f"a calibration needs one target, this run has {targets}")
     models = sorted({cr.model for cr in resolved})
     if planted is None:
-        planted = planted_rates(spec, models, rules.noise if rules.noise is not None else SYNTHETIC_MARGIN)
+        planted = planted_rates(spec, models, rules.margin(targets[0], True))  # a synthetic run's margin
     closure = spec_taxonomy(spec.taxonomy).closure_category
 
     checked_rows = 2 * (len(models) + 1) + 2 * len(STANDINGS) + (len(models) + 1) + 2

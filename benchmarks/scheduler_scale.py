@@ -150,7 +150,8 @@ def _measure_on_fake_cluster(nodes: int, hops_list: list[int], work: Path) -> li
 
     import ray
 
-    from mkb_ray.cluster.fake import FakeCluster, NodeType, wait_for
+    from mkb_ray.cluster.fake import FakeCluster, NodeType
+    from mkb_ray.models.processes import wait_for
 
     agent = NodeType("mkb.agent", {"CPU": 1, "mkb_agent_cpu": 1}, min_workers=nodes, max_workers=nodes)
     rows = []

@@ -201,3 +201,16 @@ def test_mkb_gold_reports_segmentation_annotators_and_matcher(sentence_encoder, 
     assert offline["n"] == report["segmentation"]["gold"] and 0 < offline["category_accuracy"] <= 1
     assert set(offline["per_category"]) <= set(load_taxonomy().names)
     assert report["matcher"]["gold_edges"] >= 250 and 0 < report["matcher"]["precision"] <= 1
+
+
+def test_a_broken_annotator_error_record_is_named_not_ignored(tmp_path):
+    from mkb_ray.claims.annotator_error import recorded_error
+
+    assert recorded_error("offline-v1", tmp_path / "missing.json") is None
+    broken = tmp_path / "annotator_error.json"
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=str(broken)):
+        recorded_error("offline-v1", broken)
+    broken.write_text('{"offline-v1": {"annotator": "offline-v1"}}')
+    with pytest.raises(ValueError, match="entry 'offline-v1'"):
+        recorded_error("offline-v1", broken)

@@ -24,7 +24,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mkb_ray.cluster.fake import FakeCluster, NodeType, wait_for
+from mkb_ray.cluster.fake import FakeCluster, NodeType
+from mkb_ray.models.processes import wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.judge]   # every campaign here judges its kernels for real
 

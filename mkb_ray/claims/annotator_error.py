@@ -40,39 +40,52 @@ class AnnotatorError:
         return {**asdict(self), "per_category": {c: asdict(s) for c, s in self.per_category.items()}}
 
 
+def _category_error(scores: dict[str, Any], digits: Optional[int] = None) -> CategoryError:
+    def rate(name: str) -> float:
+        value = float(scores[name])
+        return round(value, digits) if digits is not None else value
+
+    return CategoryError(rate("precision"), rate("recall"), int(scores["gold"]), int(scores["true_positives"]),
+                         int(scores["predicted"]))
+
+
 def from_gold_report(annotator: str, report: dict[str, Any], scores: dict[str, Any]) -> AnnotatorError:
     """From `mkb gold`'s JSON report (its split and file count) and one annotator's entry of it."""
     return AnnotatorError(annotator, str(report["split"]), int(report["files"]), int(scores["n"]),
                           round(float(scores["category_accuracy"]), 4), round(float(scores["kappa_vs_gold"]), 4),
-                          {c: CategoryError(round(float(v["precision"]), 4), round(float(v["recall"]), 4),
-                                            int(v["gold"]), int(v["true_positives"]), int(v["predicted"]))
-                           for c, v in sorted(scores["per_category"].items())})
+                          {c: _category_error(v, 4) for c, v in sorted(scores["per_category"].items())})
+
+
+def _entries(path: Path) -> dict[str, Any]:
+    """The record file's entries; none when there is no file yet. A file that is not a JSON object is an error
+    naming it (never silently read as empty, or overwritten)."""
+    try:
+        entries = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not a readable annotator-error record ({err})") from err
+    if not isinstance(entries, dict):
+        raise ValueError(f"{path}: expected an object of annotator name -> scores")
+    return entries
 
 
 def recorded_error(annotator: str, path: Path = RECORDED) -> Optional[AnnotatorError]:
     """The recorded test-split scores of `annotator` (None: never recorded, or no record file)."""
-    try:
-        entry = json.loads(path.read_text()).get(annotator)
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
-    if not isinstance(entry, dict):
+    entry = _entries(path).get(annotator)
+    if entry is None:
         return None
     try:
         return AnnotatorError(str(entry["annotator"]), str(entry["split"]), int(entry["files"]), int(entry["claims"]),
                               float(entry["category_accuracy"]), float(entry["kappa_vs_gold"]),
-                              {str(c): CategoryError(float(v["precision"]), float(v["recall"]), int(v["gold"]),
-                                                     int(v["true_positives"]), int(v["predicted"]))
-                               for c, v in entry["per_category"].items()})
+                              {str(c): _category_error(v) for c, v in entry["per_category"].items()})
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{path}: entry {annotator!r}: {type(err).__name__}: {err}") from err
 
 
 def record_error(error: AnnotatorError, path: Path = RECORDED) -> None:
     """Store (or replace) one annotator's entry."""
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        entries = {}
+    entries = _entries(path)
     entries[error.annotator] = error.as_json()
     path.write_text(json.dumps(dict(sorted(entries.items())), indent=1) + "\n")
 

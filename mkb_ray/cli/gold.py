@@ -106,8 +106,12 @@ def run(args: argparse.Namespace) -> int:
     if args.record:
         from ..claims.annotator_error import RECORDED, from_gold_report, record_error
 
-        for name, annotator in zip(names, annotators):
-            record_error(from_gold_report(annotator.name, report, report["annotators"][name]))
+        try:
+            for name, annotator in zip(names, annotators):
+                record_error(from_gold_report(annotator.name, report, report["annotators"][name]))
+        except ValueError as error:  # the record file exists but is not a record: named, never overwritten
+            print(f"mkb gold: --record: {error}", file=sys.stderr)
+            return 2
         print(f"recorded the test-split scores of {', '.join(a.name for a in annotators)} in {RECORDED}",
               file=sys.stderr)
     if args.json:

@@ -166,7 +166,7 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
     if error is not None and data.nodes:
         from ..analysis.annotator_correction import corrected_prevalence
 
-        corrected = corrected_prevalence(data.nodes, error, [r["category"] for r in headline.to_dicts()], n_boot=1000)
+        corrected = corrected_prevalence(data.nodes, error, headline["category"].to_list(), n_boot=1000)
         corrected.write_csv(out / "prevalence_corrected.csv")
         written.append(out / "prevalence_corrected.csv")
     return {"headline": headline.to_dicts(), "written": [str(p) for p in written], "chains": len(chains),

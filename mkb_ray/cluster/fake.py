@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -151,16 +150,6 @@ class FakeCluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def wait_for(predicate: Any, timeout_s: float, every_s: float = 0.5) -> bool:
-    """Poll `predicate()` until it is true or `timeout_s` passed; returns its last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return bool(value)
-        time.sleep(every_s)
 
 
 def _ray_cli() -> str:

@@ -11,7 +11,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import psutil
 
@@ -54,31 +54,29 @@ def alive(pids: list[int]) -> list[int]:
     return live
 
 
-def _poll(done: Callable[[], bool], timeout_s: float, every_s: float = 0.25) -> bool:
-    """Call `done` until it holds or `timeout_s` passed; whether it held."""
+def wait_for(predicate: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> bool:
+    """Poll `predicate()` until it is true or `timeout_s` passed; returns its last value."""
     deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() >= deadline:
-            return False
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return bool(value)
         time.sleep(every_s)
-    return True
 
 
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     """Wait until none of `pids` runs; returns those still running at the deadline."""
+    deadline = time.monotonic() + timeout_s
     left = alive(pids)
-
-    def gone() -> bool:
-        left[:] = alive(left)
-        return not left
-
-    _poll(gone, timeout_s)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.25)
+        left = alive(left)
     return left
 
 
 def wait_port_closed(port: int, timeout_s: float, host: str = "127.0.0.1") -> bool:
     """Wait until nothing accepts connections on host:port; whether it closed in time."""
-    return _poll(lambda: not port_open(port, host), timeout_s)
+    return wait_for(lambda: not port_open(port, host), timeout_s, every_s=0.25)
 
 
 def kill_all(pids: list[int], sig: int = signal.SIGKILL) -> None:
