@@ -41,7 +41,7 @@ HEADER = re.compile(
 # Every check name a verdict can carry as `rejected_by` (worker checks, then the parent's process-level ones).
 CHECKS = {"static", "import", "compile", "runtime", "dsl_launch", "output_type", "monkey_patch", "threads",
           "correctness", "knockout", "copy_only", "dsl_output", "post_timing", "timeout", "memory_limit", "crash",
-          "in_place", "input_mutated", "decoration", "protocol"}
+          "in_place", "input_mutated", "decoration", "protocol", "early_work"}
 # Decided by the source rules, the import, the compile or the guards after the first call: on a machine without a
 # GPU a cuda kernel is still imported, compiled and called once (compile-only), so these need no GPU.
 DECIDED_WITHOUT_EXECUTION = {"static", "import", "compile", "monkey_patch", "threads"}

@@ -70,7 +70,7 @@ def test_time_draws_reports_the_device_median_and_keeps_the_wall_clock_beside_it
     assert series.device is not None
     # Per trip: 0.045 and 0.043 ms per draw; their median.
     assert series.device.median_ms == pytest.approx(0.044) and series.device.samples == 4
-    assert series.device.method == "cuda_events_l2_flushed_x2"
+    assert series.device.method == "cuda_events_led_l2_flushed_x2"
     assert series.wall.median_ms == pytest.approx(0.25) and series.wall.method == "checker_roundtrip_l2_flushed_x2"
     assert series.late_draws == 1
     # Evidence of what the pipe wait before a trip costs its first call: the median by place in the trip.

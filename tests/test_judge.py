@@ -100,7 +100,7 @@ def test_gpu_solution_passes_on_the_gpu_with_both_baselines(problems, dsl, suffi
     assert verdict.tier in ("pass", "pass2x"), verdict.reason
     assert verdict.executed and verdict.preset == "production" and verdict.target == "sm_90a"
     # The device's record decides (CUDA events around each call), held to the checker's own clock, kept beside it.
-    assert verdict.timing_method == "cuda_events_l2_flushed_x5" and verdict.timed_draws == 50
+    assert verdict.timing_method == "cuda_events_led_l2_flushed_x5" and verdict.timed_draws == 50
     assert verdict.timing_resolved and verdict.late_draws == 0
     assert verdict.kernel_wall_ms and verdict.eager_wall_ms and verdict.kernel_roundtrip_ms > verdict.kernel_ms
     assert verdict.work_evidence["source"] == "cupti_kernels" and verdict.dsl_share >= 0.5
@@ -156,7 +156,7 @@ def test_an_honest_gpu_kernel_that_picks_its_dsl_kernel_by_the_data_passes(probl
     for seed in (1, 2):  # the first gate's sign differs between the probe's and the knockout's draws for some seeds
         verdict = judge_kernel(problems.get("mlp_norm/02_silu_and_mul"), kernel, dsl, "cuda", seed=seed)
         assert verdict.tier in ("pass", "pass2x"), verdict.reason
-        assert verdict.timing_method == "cuda_events_l2_flushed_x5"
+        assert verdict.timing_method == "cuda_events_led_l2_flushed_x5"
 
 
 @pytest.mark.judge

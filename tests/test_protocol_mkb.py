@@ -48,8 +48,8 @@ def test_options_and_timing_method_under_the_mkb_protocol():
     ours, theirs = JudgeOptions().resolved("cuda"), JudgeOptions(protocol="mkb").resolved("cuda")
     assert ours.outlier_draws == 2 and ours.flush_l2
     assert theirs.outlier_draws == 0 and not theirs.flush_l2 and theirs.protocol == "mkb"
-    assert method_name(True, 5, flush_l2=False) == "cuda_events_l2_warm_x5"  # GPU: the device's record decides
-    assert method_name(True, 5) == "cuda_events_l2_flushed_x5"
+    assert method_name(True, 5, flush_l2=False) == "cuda_events_led_l2_warm_x5"  # GPU: the device's record decides
+    assert method_name(True, 5) == "cuda_events_led_l2_flushed_x5"
     assert method_name(True, 5, device_clock=False) == "checker_roundtrip_l2_flushed_x5"  # its bound, kept beside
     assert method_name(False, 1, flush_l2=False) == "checker_roundtrip_wall_clock"  # CPU never flushes
     with pytest.raises(ValueError, match="protocol"):

@@ -124,6 +124,29 @@ def test_kernels_the_dsl_never_compiled_are_counted_apart():
     assert summarise(profile).unnamed_us == 0.0
 
 
+SPIN = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
+
+
+def test_the_launch_lead_is_nobodys_work_and_work_beside_it_is_early():
+    # The draw clock's lead (0-1000 µs) is the record's first event; the DSL kernel queued behind it starts at 1003.
+    dsl = "kernel_cutlass_rmsnorm_kernel_0"
+    led = summarise(_Profile([_Event(SPIN, 1, "DeviceType.CUDA", time_range=_Span(1000.0, 0.0)),
+                              _Event(dsl, 2, "DeviceType.CUDA", time_range=_Span(60.0, 1003.0))]))
+    assert led.lead_seen and led.dsl_us == 60.0 and led.torch_compute_us == 0.0
+    assert led.early_us == 0.0 and led.early_events == {}
+    # The same kernel on a stream that did not wait for the current one: it ran beside the lead, off the clock.
+    beside = summarise(_Profile([_Event(SPIN, 1, "DeviceType.CUDA", time_range=_Span(1000.0, 0.0)),
+                                 _Event(dsl, 2, "DeviceType.CUDA", time_range=_Span(60.0, 4.0)),
+                                 _Event("Memcpy DtoH (Device -> Pageable)", 3, "DeviceType.CUDA",
+                                        time_range=_Span(9.0, 70.0))]))
+    assert beside.lead_seen and beside.early_us == 69.0
+    assert beside.early_events == {dsl: 1, "Memcpy DtoH (Device -> Pageable)": 1}
+    # A spin kernel the candidate launched later is not the lead (the record's first event is), and it is work.
+    late_spin = summarise(_Profile([_Event(dsl, 2, "DeviceType.CUDA", time_range=_Span(60.0, 0.0)),
+                                    _Event(SPIN, 1, "DeviceType.CUDA", time_range=_Span(1000.0, 61.0))]))
+    assert not late_spin.lead_seen and late_spin.torch_compute_us == 1000.0
+
+
 def test_with_no_link_at_all_the_launch_inside_an_aten_operators_span_decides():
     # aten::matmul (host 0-50 µs) holds aten::mm (10-40), which holds the cudaLaunchKernel call (20-25) that
     # CUPTI correlates with the GEMM (both id 900); the CuTe launch (60-62) lies outside every operator.

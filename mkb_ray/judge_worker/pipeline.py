@@ -194,12 +194,33 @@ class Judge:
                                "(no DSL, no PyTorch): the work was not done on the GPU, or the profiler could not "
                                "record (CUPTI needs free GPU memory for its buffers)")
                 return
+            if not self.led_in_time(record, when):
+                return
             self.work.add(record)
             if self.work.passes:
                 break
         detail = self.work.describe(self.on_gpu) + when
         self.log.check("decoration", self.work.passes,
                        detail if self.work.passes else f"eager PyTorch did the work: {detail}")
+
+    def led_in_time(self, record: dict[str, Any], when: str) -> bool:
+        """GPU: the profiled call's device record must begin with the draw clock's launch lead, and nothing of the
+        call may have run beside it, before the call's `start` (kernel_runner/draw_clock.py): such work would be
+        off the clock in every call, timed ones included."""
+        if not self.on_gpu:
+            return True
+        if not record.get("lead_seen"):
+            self.log.check("early_work", False, f"the profiled call{when}'s device record does not begin with the "
+                           "harness's launch lead, so whether work ran before the clock started cannot be judged")
+            return False
+        early = record.get("early_events") or {}
+        if early:
+            names = ", ".join(f"{name} x{count}" for name, count in list(early.items())[:5])
+            self.log.check("early_work", False, f"in the profiled call{when}, device work ran before the call's clock "
+                           f"started, beside the launch lead ({microseconds(record.get('early_us')):.1f} µs: "
+                           f"{names}): work on another stream must wait for the current stream")
+            return False
+        return True
 
     def yardstick(self) -> None:
         """CPU target, after timing: the kernel's eager part against the reference's own cost per call, measured

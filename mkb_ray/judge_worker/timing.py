@@ -72,7 +72,10 @@ class TimingResult:
 def method_name(on_gpu: bool, draws_per_trip: int = 1, flush_l2: bool = True, device_clock: bool = True) -> str:
     """`cuda_events_*` when a GPU's device times decide, `checker_roundtrip_*` when the checker's wall clock does."""
     if on_gpu:
-        base = ("cuda_events" if device_clock else "checker_roundtrip") + ("_l2_flushed" if flush_l2 else "_l2_warm")
+        # `_led`: the draw clock's launch lead (kernel_runner/draw_clock.py); baselines timed without it are
+        # another method, so their cache entries are not reused.
+        base = "cuda_events_led" if device_clock else "checker_roundtrip"
+        base += "_l2_flushed" if flush_l2 else "_l2_warm"
     else:
         base = "checker_roundtrip_wall_clock"
     return f"{base}_x{draws_per_trip}" if draws_per_trip > 1 else base

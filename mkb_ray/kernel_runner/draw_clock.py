@@ -3,10 +3,25 @@
 This is how MetaKernelBench and KernelBench time a kernel in-process (an L2 flush, then events around each call,
 then a device-wide wait), made here by the harness in the kernel process for every GPU call, whether the checker
 times it, checks it, profiles it or not: the flush and the events are part of every call, so none of them tells a
-kernel which kind of call it is in.
+kernel which kind of call it is in — with one addition, the **launch lead**.
+
+The launch lead: after the flush's wait, a one-thread spin kernel of `LAUNCH_LEAD_CYCLES` (~1 ms at the H200's
+boost clock) is queued ahead of `start`, and not waited for. While it spins, the host runs `solve` and queues its
+launches, so `start` passes when the device is ready to run the call's first kernel and the span is the call's
+device time. Why: on the H200 a call's events on an idle device measure the host's launch path as much as the
+kernel, and that path is 2x slower after any pause of a millisecond (the profiler's kernel records of the same
+calls did not move: 11.8 µs, 59.3 µs and 89.2 µs of kernel time with or without a 5 ms pause before each call,
+while the un-led span went 0.024 -> 0.051, 0.185 -> 0.243 and 0.173 -> 0.263 ms;
+`benchmarks/results/2026-12-04-h200-session17-launch-lead.txt`). With the lead those three read 0.0142, 0.0612 and
+0.0887 ms whether or not the host had paused, within 0.2 % run to run. A judge always pauses between calls (the
+checker's checks), so un-led events could not be made to agree with back-to-back timing, nor with themselves.
+What the lead does not hide: host work past the lead still delays the call's kernels and counts; work that needs
+the inputs cannot run on the host before a device->host copy, which the device records. What it opens: device work
+on a side stream could run beside the spin, before `start`; a profiled call's record shows any activity that
+began before the spin ended, and such work is rejected (`early_work`, `evidence.py`).
 
 Three events per call, all on the stream that was current when the call began:
-- `start`, recorded once the flush is done and the device is idle;
+- `start`, recorded once the flush is done, the device was idle, and the launch lead has spun;
 - `end`, recorded right after `solve` returned (the call's own span, as KernelBench's events give it);
 - `settled`, recorded after a device-wide wait that begins once `end` has passed. Work `solve` left running past
   its return (on a side stream, which `end` does not wait for) makes that wait long and `settled` late; such a
@@ -27,6 +42,9 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024  # past the 50-60 MiB L2 of H100/H200
 # Past `end`, a device-wide wait plus one event record on an idle device takes the host some 10-30 µs; a call
 # whose `settled` comes later than this after `end` left device work behind and is counted to `settled`.
 SETTLE_SLACK_MS = 0.1
+# The launch lead's spin, in device clock cycles: ~1 ms at 1.98 GHz. The longest host launch path measured after a
+# pause, CuTe DSL's, took ~0.25 ms (a 0.1 ms lead left mlp_norm/01 at 0.0906 vs 0.1955 ms with and without a pause).
+LAUNCH_LEAD_CYCLES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -50,9 +68,12 @@ class DrawTime:
 class DrawClock:
     """Flush, events, wait: one per kernel process on a GPU. `flush_l2=False` is MetaKernelBench's protocol."""
 
-    def __init__(self, flush_l2: bool) -> None:
+    def __init__(self, flush_l2: bool, lead_cycles: int = LAUNCH_LEAD_CYCLES) -> None:
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if flush_l2 else None
         self.start, self.end, self.settled = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        self.lead_cycles = lead_cycles
+        # Held from before any candidate is imported: the builtin itself, never a name looked up at call time.
+        self.spin = torch._C._cuda_sleep
 
     def prepare(self) -> None:
         """Before the call (and before a profiler starts, so the flush is never part of a call's record). No warm-up:
@@ -65,6 +86,8 @@ class DrawClock:
     def run(self, call: Callable[[], Any]) -> tuple[Any, DrawTime]:
         """`call()` between the events; `prepare()` must have run just before."""
         stream = torch.cuda.current_stream()
+        if self.lead_cycles:
+            self.spin(self.lead_cycles)  # on the current stream, ahead of `start`
         self.start.record(stream)
         result = call()
         self.end.record(stream)

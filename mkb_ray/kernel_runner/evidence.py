@@ -13,6 +13,11 @@
 - CPU target: aten operator events (their self time; glue ops excluded) and numpy calls (the profiler's Python
   tracer) are the non-DSL compute; the launch monitor's time inside the DSL's launches is the DSL's.
 
+On the GPU the record also holds the draw clock's launch lead (`draw_clock.py`): the first device event of the call,
+a spin kernel the harness queued before `start`. It is nobody's work and is left out; any other device activity
+that began before it ended is work done before the call's clock started (`early_us`, with the names), which the
+checker rejects.
+
 Every call also reports its wall-time split (inside launches vs the rest), kept as evidence: at smoke shapes the
 fixed Python cost of an honest call is as large as its kernel, so that split is not a rule.
 """
@@ -33,6 +38,7 @@ GLUE_OPS = {
 GLUE_KERNEL_WORDS = ("copy", "fill")  # in a PyTorch kernel's name, lower case (CatArrayBatchedCopy, FillFunctor)
 RUNTIME_GLUE_PREFIXES = ("memcpy dtod", "memset")  # CUPTI's names for the runtime's own device-side copies
 HOST_TRANSFER_WORDS = ("memcpy htod", "memcpy dtoh", "memcpy htoh")
+LEAD_KERNEL_WORD = "spin_kernel"  # torch.cuda's sleep kernel, at::cuda::(anonymous namespace)::spin_kernel(long)
 
 
 @dataclass
@@ -51,6 +57,10 @@ class WorkEvidence:
     # GPU: DSL-counted time in kernels the DSL's compiler never produced in this process (see the module docstring).
     unnamed_us: float = 0.0
     unnamed_kernels: dict[str, int] = field(default_factory=dict)  # their names -> count
+    # GPU: device activity that began before the launch lead ended, i.e. before the call's `start` (draw_clock.py).
+    early_us: float = 0.0
+    early_events: dict[str, int] = field(default_factory=dict)  # their names -> count
+    lead_seen: bool = False  # whether the record held the launch lead (without it, early work cannot be judged)
 
     @property
     def dsl_share(self) -> float:
@@ -92,6 +102,7 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
     # launches and glue ops must not pay; an unlinked kernel inside a glue operator (a copy) then counts as the DSL's.
     aten_ops = [event for event in frontend if event.name.startswith("aten::") and not _glue_op(event.name)]
     evidence = WorkEvidence("cupti_kernels")
+    on_device = _without_lead(on_device, evidence)
     for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
         linked = ops.get(getattr(event, "linked_correlation_id", 0) or -1, "")
@@ -109,6 +120,24 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
                 evidence.unnamed_us += duration
                 evidence.unnamed_kernels[name[:80]] = evidence.unnamed_kernels.get(name[:80], 0) + 1
     return evidence
+
+
+def _without_lead(on_device: list[Any], evidence: WorkEvidence) -> list[Any]:
+    """The call's device events without the launch lead: the first event of the record by start time, the harness's
+    spin (nothing of the candidate can start before it: `solve` is called after it is queued, on an idle device).
+    Every other event that started before the lead ended is early work, noted in `evidence`."""
+    if not on_device:
+        return on_device
+    lead = min(on_device, key=lambda event: event.time_range.start)
+    if LEAD_KERNEL_WORD not in lead.name:
+        return on_device
+    evidence.lead_seen = True
+    rest = [event for event in on_device if event is not lead]
+    for event in rest:
+        if event.time_range.start < lead.time_range.end:
+            evidence.early_us += float(event.time_range.elapsed_us())
+            evidence.early_events[event.name[:80]] = evidence.early_events.get(event.name[:80], 0) + 1
+    return rest
 
 
 def _enclosing_op(calls: list[Any], ops: list[Any]) -> str:

@@ -24,6 +24,18 @@ one thing the judge's kernel process does differently, so the variant that moves
                    (torch.cuda._sleep, one in flight at a time: busy to the clock governor, nearly no power), then
                    the flush: does a busy-but-idle device stay at back-to-back speed where warm work did not?
 - idle5_nap1:      5 ms of sleep, then 1 ms of naps (a keep-alive started only when the request arrives);
+- gate_ref, gate_idle5: as reference / idle_5ms, but a ~0.1 ms spin kernel is queued after the flush and before
+                   `start` (not waited for): the host launches the call while the device is still busy, so host
+                   launch latency drops out of the span. If gate_idle5 ~ gate_ref, the idle penalty is host-side;
+- dev_ref, dev_idle5: the device's own kernel records (torch.profiler, CUDA activity) per call: summed kernel time
+                   and first-kernel-start to last-kernel-end, beside the event span. Device time that grows after a
+                   pause is the device (clocks, TLBs); a span that grows while they do not is the host's launch path;
+- gate2m_ref, gate2m_idle5: the same with a ~1 ms gate (CuTe DSL's launch path outlasts a 0.1 ms one after a pause);
+- pipe_nap:        pipe_wait's 1 ms round trip, the caller polling the pipe while it keeps naps in flight (a kernel
+                   process that keeps the device busy while it waits for the checker);
+- sleep5_thread_nap: 5 ms of host sleep in the calling thread while another thread keeps naps in flight on its own
+                   stream, parked (and its last nap waited for) before the flush: can a keep-alive thread stand in
+                   for the calling thread's own activity?
 - guards:          the kernel process's between-call checks (threads, /proc scan for processes) before each call;
 - exchange_ipc:    the inputs in a buffer another process allocated and shared through CUDA IPC, as the checker
                    shares the exchange with the kernel process (`exchange` allocates in the same process);
@@ -78,6 +90,92 @@ def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10) -> lis
     return samples
 
 
+def timed_gated(fn, inputs, before, gate_cycles: int, calls=60, warmup=10) -> list[float]:
+    """As `timed`, with a spin kernel queued between the flush's wait and `start` (see gate_* in the docstring)."""
+    samples = []
+    for index in range(calls):
+        before(index)
+        FLUSH.zero_()
+        torch.cuda.synchronize()
+        torch.cuda._sleep(gate_cycles)
+        START.record()
+        fn(*inputs)
+        END.record()
+        torch.cuda.synchronize()
+        if index >= warmup:
+            samples.append(START.elapsed_time(END))
+    return samples
+
+
+FLUSH_MARK = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+
+
+def device_record(fn, inputs, before, calls=60, warmup=10) -> tuple[list[float], list[float], list[float]]:
+    """Event span, summed kernel time and first-start-to-last-end per call, from one profiled loop. The flush is
+    a bitwise_not (a kernel name no solution launches), so the profiler's kernels split into calls at it."""
+    spans = []
+    activities = [torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        for index in range(calls):
+            before(index)
+            torch.bitwise_not(FLUSH_MARK, out=FLUSH_MARK)
+            torch.cuda.synchronize()
+            START.record()
+            fn(*inputs)
+            END.record()
+            torch.cuda.synchronize()
+            spans.append(START.elapsed_time(END))
+    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                     if "CUDA" in str(getattr(e, "device_type", "")) and "Memcpy" not in e.name
+                     and "Memset" not in e.name)
+    per_call: list[list[tuple[float, float]]] = []
+    for start, end, name in kernels:
+        if "bitwise_not" in name:
+            per_call.append([])
+        elif per_call:
+            per_call[-1].append((start, end))
+    busy = [sum(e - s for s, e in call) / 1e3 for call in per_call]
+    extent = [(max(e for _, e in call) - min(s for s, _ in call)) / 1e3 if call else 0.0 for call in per_call]
+    return spans[warmup:], busy[warmup:], extent[warmup:]
+
+
+class NapThread:
+    """Keeps one tiny spin kernel in flight on its own stream while `running`; `park()` stops it and waits."""
+
+    def __init__(self) -> None:
+        import threading
+        self.running, self.parked, self.alive = threading.Event(), threading.Event(), True
+        self.parked.set()
+        self.stream = torch.cuda.Stream()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        done = torch.cuda.Event()
+        while self.alive:
+            if not self.running.wait(0.01):
+                continue
+            self.parked.clear()
+            with torch.cuda.stream(self.stream):
+                while self.running.is_set():
+                    torch.cuda._sleep(20_000)
+                    done.record(self.stream)
+                    done.synchronize()
+            self.parked.set()
+
+    def run(self) -> None:
+        self.running.set()
+
+    def park(self) -> None:
+        self.running.clear()
+        self.parked.wait()
+
+    def close(self) -> None:
+        self.alive = False
+        self.running.clear()
+        self.thread.join()
+
+
 def _spin(seconds: float) -> None:
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -108,11 +206,15 @@ class PipePeer:
         self.process = subprocess.Popen([sys.executable, "-c", self.CODE], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, bufsize=0)
 
-    def wait(self, spin: bool) -> None:
+    def wait(self, spin: bool, nap: bool = False) -> None:
         out = self.process.stdout.fileno()
         os.set_blocking(out, not spin)
         self.process.stdin.write(b"x")
+        done = torch.cuda.Event()
         while True:
+            if nap and done.query():
+                torch.cuda._sleep(20_000)
+                done.record()
             try:
                 if os.read(out, 1):
                     return
@@ -206,6 +308,28 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
     variants["nap5"] = (lambda i: fixed, lambda i: nap(0.005))
     variants["nap1"] = (lambda i: fixed, lambda i: nap(0.001))
     variants["idle5_nap1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), nap(0.001)))
+    for name, before in (("ref", lambda i: None), ("idle5", lambda i: time.sleep(0.005))):
+        for gate, cycles in (("gate", 200_000), ("gate2m", 2_000_000)):
+            if only is None or f"{gate}_{name}" in only:
+                report(problem_id, dsl, f"{gate}_{name}",
+                       [timed_gated(solution.solve, fixed, before, cycles) for _ in range(3)])
+        if only is None or f"dev_{name}" in only:
+            records = [device_record(solution.solve, fixed, before) for _ in range(3)]
+            for index, label in enumerate(("span", "kbusy", "kextent")):
+                report(problem_id, dsl, f"dev_{name}_{label}", [r[index] for r in records])
+    if only is None or "sleep5_thread_nap" in only:
+        napper = NapThread()
+
+        def sleep_with_naps(index: int) -> None:
+            napper.run()
+            time.sleep(0.005)
+            napper.park()
+
+        try:
+            report(problem_id, dsl, "sleep5_thread_nap",
+                   [timed(solution.solve, lambda i: fixed, sleep_with_naps) for _ in range(3)])
+        finally:
+            napper.close()
     variants["trip5"] = (lambda i: fixed, lambda i: time.sleep(0.005) if i % 5 == 0 else None)
     variants["idle5_mm1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(4)))
     variants["idle5_mm3"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(12)))
@@ -218,6 +342,7 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
     try:
         variants["pipe_wait"] = (lambda i: fixed, lambda i: peer.wait(spin=False))
         variants["pipe_spin"] = (lambda i: fixed, lambda i: peer.wait(spin=True))
+        variants["pipe_nap"] = (lambda i: fixed, lambda i: peer.wait(spin=True, nap=True))
         if only is None or "exchange_ipc" in only:
             shared = PeerBuffer(end, exchange_dir)
             homed_ipc = [view(shared.tensor, s).copy_(x) if s is not None else x for s, x in zip(slots, fixed)]
