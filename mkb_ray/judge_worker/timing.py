@@ -18,11 +18,12 @@ into their slots — is measured the same way for a no-op `solve` in a baseline 
 ran) and subtracted; eager and torch.compile baselines go through the identical path. What a kernel process does
 to its own timers, modes or `synchronize` cannot move a number recorded here.
 
-On a GPU the reported time is the device's own record instead (`cuda_events_*`): the harness in the kernel process
-flushes the L2 and puts CUDA events around every call (`kernel_runner/draw_clock.py`), the way MetaKernelBench and
-KernelBench time a kernel in-process, and the trip's reply lists each draw's time. Why: the round trip is 3x a 40 µs
-kernel's device time and jitters by up to 63 % between judgements (issue 25); the device record brought the bias to
-1.1-2.7x (median 1.4x) of in-process events, which is not yet the goal (problems/CONTRACT.md, "Limits"). A device
+On a GPU the reported time is the device's own record instead (`cuda_events_led_*`): the harness in the kernel
+process flushes the L2, queues a launch lead (a ~1 ms spin ahead of `start`, so the span is the call's device time
+and not the host's launch path) and puts CUDA events around every call (`kernel_runner/draw_clock.py`), and the
+trip's reply lists each draw's time. Why: the round trip is 3x a 40 µs kernel's device time and jitters by up to
+63 % between judgements (issue 25); the led device record reads 1.01-1.14x in-process led events for 7 of 8 rows
+measured on the H200 (problems/CONTRACT.md, "Limits"). A device
 sample is a trip's device time per draw (see time_draws). Why that can be trusted: the records come from harness
 code the kernel cannot reach (the same source rules that keep it from the runner's launch counts), and the checker
 holds them to its own clock — a trip whose device times add up to more than the checker's wall clock around that
