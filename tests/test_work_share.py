@@ -77,3 +77,19 @@ def test_the_time_outside_the_dsl_is_read_from_unprofiled_calls_and_set_beside_t
     evidence = splits.as_evidence()
     assert evidence["outside_dsl_us_unprofiled"] == 35.0 and evidence["outside_dsl_over_reference"] == 0.5
     assert evidence["calls"] == 5  # the share evidence keeps every executed call
+
+
+def test_time_in_kernels_no_dsl_compile_produced_is_not_the_dsls():
+    """A CuTe kernel that only casts (5 µs) beside CUDA compiled by NVRTC doing the work (95 µs): the device record
+    calls the NVRTC kernel neither aten's nor ATen-named, so it is in dsl_us, and unnamed_us says no compile made
+    it. It counts against the DSL; a call whose kernels all came from the DSL's compiles is unaffected."""
+    work = PooledWork()
+    assert work.add(_record(100.0, 0.0, unnamed_us=95.0, unnamed_kernels={"rmsnorm_nvrtc": 1})) < 0.1
+    assert not work.passes and abs(work.share - 0.05) < 1e-12 and abs(work.summed_share - 0.05) < 1e-12
+    assert "kernels no DSL compile produced 95 µs: rmsnorm_nvrtc×1" in work.describe(on_gpu=True)
+    honest = PooledWork()
+    honest.add(_record(100.0, 10.0, unnamed_us=0.0))
+    assert honest.passes and abs(honest.share - 100.0 / 110.0) < 1e-12
+    # A record claiming more foreign time than DSL time cannot push the share below zero or the compute past it.
+    odd = PooledWork()
+    assert odd.add(_record(10.0, 0.0, unnamed_us=50.0)) == 0.0
