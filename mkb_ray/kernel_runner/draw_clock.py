@@ -74,12 +74,17 @@ class DrawClock:
         self.lead_cycles = lead_cycles
         # Held from before any candidate is imported: the builtin itself, never a name looked up at call time.
         self.spin = torch._C._cuda_sleep
+        self.reset_persisting_l2 = _persisting_l2_reset() if flush_l2 else None
 
     def prepare(self) -> None:
         """Before the call (and before a profiler starts, so the flush is never part of a call's record). No warm-up:
         2 ms of back-to-back flushes before each call made it slower, not faster (0.544 vs 0.428 ms for attention/01
         after 1 ms of host sleep; benchmarks/results/2026-12-04-h200-timing-fidelity.txt, probe 2)."""
         if self.flush is not None:
+            if self.reset_persisting_l2 is not None:
+                # Lines a kernel marked persisting (an access-policy window on its stream, with a persisting L2
+                # carve-out) would survive the flush and hand the next call warm inputs: made normal first.
+                self.reset_persisting_l2()
             self.flush.zero_()
         torch.cuda.synchronize()
 
@@ -98,3 +103,13 @@ class DrawClock:
         self.settled.record(stream)
         self.settled.synchronize()
         return result, DrawTime(self.start.elapsed_time(self.end), self.start.elapsed_time(self.settled), drain_ms)
+
+
+def _persisting_l2_reset() -> Callable[[], Any] | None:
+    """The driver's cuCtxResetPersistingL2Cache (cuda-python, which CuTe DSL depends on), or None where the bindings
+    are not installed. Resolved before any candidate is imported."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return None
+    return driver.cuCtxResetPersistingL2Cache
