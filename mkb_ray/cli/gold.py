@@ -25,7 +25,7 @@ DEFAULT_GOLD = Path(__file__).resolve().parents[2] / "tests" / "gold"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.add_argument("--annotator", action="append", metavar="offline|MODEL",
+    parser.add_argument("--annotator", action="append", metavar="offline|learned|MODEL",
                         help="an annotator to score (repeat for several; κ between them is printed); "
                              "default: offline")
     parser.add_argument("--api-base", metavar="URL", help="the endpoint of the LLM annotator's model")
@@ -65,7 +65,15 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     names = args.annotator or ["offline"]
-    annotators = [_annotator(name, taxonomy, args.api_base) for name in names]
+    from ..claims.annotators import make_annotator
+
+    from ..claims.learned import LearnedWeightsError
+
+    try:
+        annotators = [make_annotator(name, taxonomy, args.api_base) for name in names]
+    except LearnedWeightsError as error:
+        print(f"mkb gold: {error}", file=sys.stderr)
+        return 2
     per_annotator: dict[str, list] = {name: [] for name in names}
     seg = {"gold": 0, "predicted": 0, "found": 0, "matched": 0}
     for _, skill in gold:
@@ -119,16 +127,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print(report)
     return 0
-
-
-def _annotator(name: str, taxonomy, api_base):  # type: ignore[no-untyped-def]
-    if name == "offline":
-        from ..claims.offline import OfflineAnnotator
-
-        return OfflineAnnotator(taxonomy)
-    from ..claims.llm_annotator import LLMAnnotator
-
-    return LLMAnnotator(name, taxonomy, api_base=api_base)
 
 
 def _matcher(directory: Path, annotators: list) -> dict:

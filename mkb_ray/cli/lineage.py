@@ -35,8 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", type=Path, metavar="RUN", help="the run directory (holds store.sqlite)")
     parser.add_argument("--chain", metavar="ID", help="only this chain: '<model>/<problem>/chain<c>' or a unique "
                                                       "suffix of it")
-    parser.add_argument("--annotator", default="offline", metavar="offline|MODEL",
-                        help="'offline' (rules + MiniLM, default) or a roster model name for the LLM annotator")
+    parser.add_argument("--annotator", default="offline", metavar="offline|learned|MODEL",
+                        help="'offline' (rules + MiniLM, default), 'learned' (a classifier over the same signals, "
+                             "fitted to the dev gold split) or a roster model name for the LLM annotator")
     parser.add_argument("--api-base", metavar="URL", help="the LLM annotator's endpoint (a served roster model)")
     parser.add_argument("--taxonomy", default="mkb-11", metavar="NAME|PATH",
                         help="the claim taxonomy (default mkb-11: experiments/taxonomies/mkb-11.yaml)")
@@ -82,16 +83,6 @@ def run(args: argparse.Namespace) -> int:
             return 2
 
 
-def _annotator(args: argparse.Namespace, taxonomy):  # type: ignore[no-untyped-def]
-    if args.annotator == "offline":
-        from ..claims.offline import OfflineAnnotator
-
-        return OfflineAnnotator(taxonomy)
-    from ..claims.llm_annotator import LLMAnnotator
-
-    return LLMAnnotator(args.annotator, taxonomy, api_base=args.api_base)
-
-
 def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  # type: ignore[no-untyped-def]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -99,7 +90,15 @@ def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  #
     from ._console import make_console
 
     console = make_console()
-    annotator = _annotator(args, taxonomy)
+    from ..claims.annotators import make_annotator
+
+    from ..claims.learned import LearnedWeightsError
+
+    try:
+        annotator = make_annotator(args.annotator, taxonomy, args.api_base)
+    except LearnedWeightsError as error:
+        print(f"mkb lineage: {error}", file=sys.stderr)
+        return 2
     with Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.json, transient=False) as bar:
         tasks: dict[str, int] = {}
