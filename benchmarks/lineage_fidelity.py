@@ -3,7 +3,8 @@
 1. `mkb run` of a SYNTHETIC chain campaign (chain-100-synthetic's claim law; default: 1 model × 4 problems × 2
    start DSLs, 30 hops; every SKILL.md
    carries its ground-truth lineage in HTML comments, which the pipeline blanks before reading).
-2. `mkb lineage RUN` exactly as a user runs it (offline annotator); this script then reads only what it wrote:
+2. `mkb lineage RUN` exactly as a user runs it (offline annotator, or each `--annotator` in turn); this script then
+   reads only what it wrote:
    `RUN/lineage/headline.csv`, `nodes.parquet` and `edges.parquet`.
 3. The truth: the generator's own graph, read from the comments of the same stored SKILL.md files (one node per
    generator claim, the generator's parent links and categories), put through the same `headline_table`.
@@ -178,6 +179,9 @@ def main() -> int:
                         help="problems (2 chains each, one per start DSL; default 4)")
     parser.add_argument("--seed", type=int, default=0, help="the synthetic generator's seed (default 0)")
     parser.add_argument("--out", type=Path, help="run directory (default: a temporary one)")
+    parser.add_argument("--annotator", action="append", metavar="offline|learned",
+                        help="the annotator `mkb lineage` runs with (repeat to score several on the same run, one "
+                             "after the other; default: offline)")
     parser.add_argument("--score-only", type=Path, metavar="RUN",
                         help="score a run that `mkb lineage` already processed (RUN/lineage)")
     args = parser.parse_args()
@@ -191,11 +195,13 @@ def main() -> int:
     started = time.perf_counter()
     run([sys.executable, "-m", "mkb_ray.cli", "run", str(config), "--run-dir", str(run_dir), "--no-progress"])
     ran = time.perf_counter() - started
-    run([sys.executable, "-m", "mkb_ray.cli", "lineage", str(run_dir), "--no-plots"])
-    lineaged = time.perf_counter() - started - ran
-    print(f"SYNTHETIC lineage fidelity: {args.problems} problems x 2 start DSLs x {args.hops} hops, seed {args.seed} "
-          f"(mkb run {ran:.0f} s, mkb lineage {lineaged:.0f} s; {run_dir})")
-    print_rows(score(run_dir, run_dir / "lineage"))
+    for annotator in args.annotator or ["offline"]:
+        began = time.perf_counter()
+        run([sys.executable, "-m", "mkb_ray.cli", "lineage", str(run_dir), "--no-plots", "--annotator", annotator])
+        print(f"SYNTHETIC lineage fidelity: {args.problems} problems x 2 start DSLs x {args.hops} hops, seed "
+              f"{args.seed}, annotator {annotator} (mkb run {ran:.0f} s, mkb lineage {time.perf_counter() - began:.0f} "
+              f"s; {run_dir})")
+        print_rows(score(run_dir, run_dir / "lineage"))  # what this `mkb lineage` just wrote
     return 0
 
 
