@@ -155,25 +155,27 @@ def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache
 
 # --- the table ---------------------------------------------------------------------------------------------------
 
+def _inprocess_figures(prefix: str, kernel_ms: list[float], eager_ms: list[float]) -> dict[str, Any]:
+    """Medians of one in-process series, the median speedup and its pair-p95, keyed `<prefix>_...` (none if empty)."""
+    if not (kernel_ms and eager_ms):
+        return {}
+    speedups = [e / k for k, e in zip(kernel_ms, eager_ms)]
+    return {f"{prefix}_kernel_ms": statistics.median(kernel_ms), f"{prefix}_eager_ms": statistics.median(eager_ms),
+            f"{prefix}_speedup": statistics.median(speedups), f"{prefix}_pair_p95": pair_p95(speedups)}
+
+
 def summarise(row: dict[str, Any]) -> dict[str, Any]:
     inproc = row["inprocess"]
     passing = [v for v in row["judge"] if v["tier"] in ("pass", "pass2x") and v["speedup"]]
     out: dict[str, Any] = {"problem_id": row["problem_id"], "dsl": row["dsl"] + _trip_label(row.get("per_trip")),
                            "judged": len(row["judge"]), "passed": len(passing), "inprocess_error": inproc.get("error"),
                            "unnamed_us": sum(v.get("unnamed_us") or 0.0 for v in row["judge"])}
-    if inproc["kernel_ms"] and inproc["eager_ms"]:
-        speedups = [e / k for k, e in zip(inproc["kernel_ms"], inproc["eager_ms"])]
-        out.update(ev_kernel_ms=statistics.median(inproc["kernel_ms"]),
-                   ev_eager_ms=statistics.median(inproc["eager_ms"]), ev_pair_p95=pair_p95(speedups))
+    out.update(_inprocess_figures("ev", inproc["kernel_ms"], inproc["eager_ms"]))
     # The goal's reference: the led in-process times where measured (rows before the launch lead have none, and
     # then the events are the reference, as they were).
-    kernel_ref, eager_ref = inproc.get("kernel_led_ms") or inproc["kernel_ms"], \
-        inproc.get("eager_led_ms") or inproc["eager_ms"]
     out["reference"] = "led" if inproc.get("kernel_led_ms") else "events"
-    if kernel_ref and eager_ref:
-        speedups = [e / k for k, e in zip(kernel_ref, eager_ref)]
-        out.update(ip_kernel_ms=statistics.median(kernel_ref), ip_eager_ms=statistics.median(eager_ref),
-                   ip_speedup=statistics.median(speedups), ip_pair_p95=pair_p95(speedups))
+    out.update(_inprocess_figures("ip", inproc.get("kernel_led_ms") or inproc["kernel_ms"],
+                                  inproc.get("eager_led_ms") or inproc["eager_ms"]))
     if passing:
         out.update(kernel_ms=statistics.median(v["kernel_ms"] for v in passing),
                    eager_ms=statistics.median(v["eager_ms"] for v in passing),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mkb_ray.claims.gold import load_gold_skills
-from mkb_ray.claims.scoring import align, cohens_kappa, score_labels
+from mkb_ray.claims.scoring import align, cohens_kappa, paired, score_labels
 from mkb_ray.claims.segment import segment
 from mkb_ray.claims.support import judge_support
 from mkb_ray.claims.taxonomy import TaxonomyError, load_taxonomy
@@ -126,8 +126,7 @@ def offline_on_gold_test(sentence_encoder):
         predicted = segment(gold.skill)
         aligned, score = align(gold, predicted)
         seg.update(gold=score.gold, predicted=score.predicted, found=score.found, matched=score.matched)
-        by_id = {a.claim_id: a for a in annotator.annotate(predicted, gold.evidence)}
-        pairs += [(a, by_id.get(a.predicted.claim_id) if a.predicted else None) for a in aligned]
+        pairs += paired(aligned, annotator.annotate(predicted, gold.evidence))
     return pairs, seg
 
 

@@ -62,7 +62,7 @@ def test_its_recorded_test_split_error_is_todays_and_it_beats_the_rules(sentence
 
     from mkb_ray.claims.annotator_error import recorded_error
     from mkb_ray.claims.learned import LEARNED_VERSION
-    from mkb_ray.claims.scoring import align, score_labels
+    from mkb_ray.claims.scoring import align, paired, score_labels
     from mkb_ray.claims.segment import segment
 
     annotator = LearnedAnnotator(load_taxonomy("mkb-11"), sentence_encoder)
@@ -70,8 +70,7 @@ def test_its_recorded_test_split_error_is_todays_and_it_beats_the_rules(sentence
     for _, gold in load_gold_skills(GOLD, "test"):
         predicted = segment(gold.skill)
         aligned, _ = align(gold, predicted)
-        by_id = {a.claim_id: a for a in annotator.annotate(predicted, gold.evidence)}
-        pairs += [(a, by_id.get(a.predicted.claim_id) if a.predicted else None) for a in aligned]
+        pairs += paired(aligned, annotator.annotate(predicted, gold.evidence))
         counted.update(a.gold_category for a in aligned)
     score = score_labels(pairs)
     recorded = recorded_error(LEARNED_VERSION)

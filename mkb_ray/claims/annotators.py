@@ -6,9 +6,6 @@ from typing import Any, Optional
 
 from .taxonomy import Taxonomy
 
-OFFLINE_NAMES = ("offline", "learned")
-
-
 def make_annotator(name: str, taxonomy: Taxonomy, api_base: Optional[str] = None) -> Any:
     if name == "offline":
         from .offline import OfflineAnnotator

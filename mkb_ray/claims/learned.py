@@ -4,9 +4,9 @@ the hand-labelled dev split. No LLM, no network; the fitted weights ship in `lea
 Why: the rule annotator (`offline.py`, offline-v1) scores each category by similarity to the taxonomy's own
 examples plus hand-set cue bonuses. Its rules were written looking at the dev split and fall apart on the test
 split (category accuracy 0.49, `unsupported_closure` recall 0.21: benchmarks/results/2026-12-04-cpu-gold-scores.txt).
-Here the same signals — the embedding, each cue rule firing or not, the hedge and absolute lexicons — are weighed
-by a multinomial logistic regression fitted to every labelled claim of the dev split, so how much a cue counts is
-measured, not guessed.
+Here the same signals — the embedding, each cue rule firing or not, the hedge and absolute lexicons — plus hashed
+words and word pairs and the support the verdicts give the claim are weighed by a multinomial logistic regression
+fitted to every labelled claim of the dev split, so how much a cue counts is measured, not guessed.
 
 `fit(...)` is deterministic (full-batch gradient descent from zeros, a fixed number of steps), so
 `scripts/fit_learned_annotator.py` re-derives the shipped weights from the files it names, and a test checks that
@@ -24,10 +24,9 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from ..records.claims import SUPPORTS, AnnotationRecord, ClaimRecord, EvidenceItem
+from ..records.claims import SUPPORTS
 from .embeddings import SentenceEncoder
-from .offline import _ABSOLUTE, _CUES, _HEDGE, OfflineAnnotator, modality_of
-from .support import judge_support
+from .offline import _ABSOLUTE, _CUES, _HEDGE, OfflineAnnotator
 from .taxonomy import Taxonomy
 
 LEARNED_VERSION = "learned-v1"
@@ -40,8 +39,9 @@ class LearnedWeightsError(ValueError):
 
 def features(texts: Sequence[str], encoder: SentenceEncoder,
              supports: Optional[Sequence[Optional[str]]] = None) -> np.ndarray:
-    """(n, 384 + cues + 6): the unit embedding, one 0/1 column per cue rule, hedge, absolute, the support the
-    attempt's verdicts give the claim (`support.judge_support`; one-hot, all 0 when unknown), and a bias of 1.
+    """(n, 384 + NGRAM_BUCKETS + cues + 6): the unit embedding, hashed words and word pairs, one 0/1 column per cue
+    rule, hedge, absolute, the support the attempt's verdicts give the claim (`support.judge_support`; one-hot, all 0
+    when unknown), and a bias of 1 (last).
     Support is there because the taxonomy splits on it: a closure the verdicts back is evidence, not a closure."""
     if not texts:
         return np.zeros((0, 0), dtype=np.float64)
@@ -134,7 +134,8 @@ def load_weights(path: Path = WEIGHTS) -> LearnedWeights:
 
 
 class LearnedAnnotator(OfflineAnnotator):
-    """Category by the fitted classifier; modality and support as the rule annotator gives them."""
+    """Category by the fitted classifier (`categories`); modality, support and the records as the rule annotator
+    makes them (`OfflineAnnotator.annotate`, which hands each claim's judged support to `categories`)."""
 
     def __init__(self, taxonomy: Taxonomy, encoder: Optional[SentenceEncoder] = None,
                  weights: Optional[LearnedWeights] = None) -> None:
@@ -158,21 +159,13 @@ class LearnedAnnotator(OfflineAnnotator):
     def closure_index(self) -> int:
         return self.fitted.classes.index(self.taxonomy.closure_category)
 
-    def annotate(self, claims: Sequence[ClaimRecord], evidence: Sequence[EvidenceItem]) -> list[AnnotationRecord]:
-        judged = [judge_support(c.text, evidence) for c in claims]
-        labelled = self.categories([c.text for c in claims], [j.support for j in judged])
-        return [AnnotationRecord(claim_id=claim.claim_id, annotator=self.name, taxonomy=self.taxonomy.ref,
-                                 category=category, modality=modality_of(claim.text), support=j.support,
-                                 support_reason=j.reason, confidence=confidence)
-                for claim, j, (category, confidence) in zip(claims, judged, labelled)]
-
 
 def decide(probabilities: np.ndarray, closure: int, settings: FitSettings) -> list[tuple[int, float]]:
     """(class index, confidence = its probability's lead over the runner-up) per row, with the closure threshold."""
     out = []
     for row in probabilities:
-        order = np.argsort(-row)
-        best = closure if settings.closure_threshold and row[closure] >= settings.closure_threshold else int(order[0])
+        best = closure if settings.closure_threshold and row[closure] >= settings.closure_threshold \
+            else int(np.argmax(row))
         runner_up = max(float(p) for i, p in enumerate(row) if i != best)
         out.append((best, max(0.0, float(row[best]) - runner_up)))
     return out

@@ -103,8 +103,10 @@ class OfflineAnnotator:
             self._prototypes = [self.encoder.encode([c.definition, *c.examples]) for c in self.taxonomy.categories]
         return self._prototypes
 
-    def categories(self, texts: Sequence[str]) -> list[tuple[str, float]]:
-        """(category, confidence) per text: the best-scoring category and its margin over the runner-up."""
+    def categories(self, texts: Sequence[str],
+                   supports: Optional[Sequence[Optional[str]]] = None) -> list[tuple[str, float]]:
+        """(category, confidence) per text: the best-scoring category and its margin over the runner-up.
+        `supports` (what the attempt's verdicts say of each text) is not used by the rules; a subclass may."""
         if not texts:
             return []
         vectors = self.encoder.encode(list(texts))
@@ -133,12 +135,9 @@ class OfflineAnnotator:
 
     def annotate(self, claims: Sequence[ClaimRecord], evidence: Sequence[EvidenceItem]) -> list[AnnotationRecord]:
         """One annotation per claim, in order."""
-        labelled = self.categories([c.text for c in claims])
-        out = []
-        for claim, (category, confidence) in zip(claims, labelled):
-            judged = judge_support(claim.text, evidence)
-            out.append(AnnotationRecord(claim_id=claim.claim_id, annotator=self.name, taxonomy=self.taxonomy.ref,
-                                        category=category, modality=modality_of(claim.text),
-                                        support=judged.support, support_reason=judged.reason,
-                                        confidence=confidence))
-        return out
+        judged = [judge_support(claim.text, evidence) for claim in claims]
+        labelled = self.categories([c.text for c in claims], [j.support for j in judged])
+        return [AnnotationRecord(claim_id=claim.claim_id, annotator=self.name, taxonomy=self.taxonomy.ref,
+                                 category=category, modality=modality_of(claim.text), support=j.support,
+                                 support_reason=j.reason, confidence=confidence)
+                for claim, j, (category, confidence) in zip(claims, judged, labelled)]

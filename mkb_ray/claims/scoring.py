@@ -90,6 +90,14 @@ class LabelScore:
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
+def paired(aligned: Sequence[AlignedClaim], annotations: Sequence[AnnotationRecord]
+           ) -> list[tuple[AlignedClaim, Optional[AnnotationRecord]]]:
+    """Each aligned gold claim with the annotation of the predicted claim covering it (None when no predicted claim
+    covers it or the annotator returned nothing for that claim): the pairs `score_labels` scores."""
+    by_id = {a.claim_id: a for a in annotations}
+    return [(a, by_id.get(a.predicted.claim_id) if a.predicted else None) for a in aligned]
+
+
 def score_labels(pairs: Sequence[tuple[AlignedClaim, Optional[AnnotationRecord]]]) -> LabelScore:
     """Scores over gold claims that segmentation found; a missed or unannotated claim counts as wrong."""
     n = len(pairs)

@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..claims.gold import GoldFileError, load_gold_skills
-    from ..claims.scoring import align, cohens_kappa, score_labels
+    from ..claims.scoring import align, cohens_kappa, paired, score_labels
     from ..claims.segment import segment
     from ..claims.taxonomy import TaxonomyError, load_taxonomy
 
@@ -66,7 +66,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     names = args.annotator or ["offline"]
     from ..claims.annotators import make_annotator
-
     from ..claims.learned import LearnedWeightsError
 
     try:
@@ -82,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
         for key in seg:
             seg[key] += getattr(score, key)
         for name, annotator in zip(names, annotators):
-            by_id = {a.claim_id: a for a in annotator.annotate(predicted, skill.evidence)}
-            per_annotator[name] += [(a, by_id.get(a.predicted.claim_id) if a.predicted else None) for a in aligned]
+            per_annotator[name] += paired(aligned, annotator.annotate(predicted, skill.evidence))
     report: dict = {"split": args.split, "files": len(gold), "segmentation": {
         **seg, "recall": seg["found"] / seg["gold"], "precision": seg["matched"] / max(1, seg["predicted"])}}
     report["annotators"] = {}

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     with store:
         try:
             return _run(args, store, taxonomy, threshold)
-        except ValueError as error:   # an unknown --chain, a bad roster name
+        except ValueError as error:   # an unknown --chain, a bad roster name, a bad learned-annotator weights file
             print(f"mkb lineage: {error}", file=sys.stderr)
             return 2
 
@@ -92,13 +92,8 @@ def _run(args: argparse.Namespace, store, taxonomy, threshold: float) -> int:  #
     console = make_console()
     from ..claims.annotators import make_annotator
 
-    from ..claims.learned import LearnedWeightsError
-
-    try:
-        annotator = make_annotator(args.annotator, taxonomy, args.api_base)
-    except LearnedWeightsError as error:
-        print(f"mkb lineage: {error}", file=sys.stderr)
-        return 2
+    # A bad weights file (LearnedWeightsError) is a ValueError: `run` prints it and exits 2.
+    annotator = make_annotator(args.annotator, taxonomy, args.api_base)
     with Progress(TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.json, transient=False) as bar:
         tasks: dict[str, int] = {}

@@ -77,7 +77,7 @@ class PooledWork:
         self.source = self.source or str(record.get("source", ""))[:40]
         _add_counts(self.compute_ops, record.get("compute_ops"))
         _add_counts(self.unnamed_kernels, record.get("unnamed_kernels"))
-        share = _share(times["dsl_us"] - foreign_us(times), times["torch_compute_us"] + foreign_us(times))
+        share = _dsl_share(times)
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
         self.call_compute_elements.append(microseconds(record.get("torch_compute_elements")))
@@ -104,8 +104,7 @@ class PooledWork:
 
     @property
     def summed_share(self) -> float:
-        foreign = foreign_us(self.totals)
-        return _share(self.totals["dsl_us"] - foreign, self.totals["torch_compute_us"] + foreign)
+        return _dsl_share(self.totals)
 
     @property
     def passes(self) -> bool:
@@ -173,6 +172,12 @@ class WallSplits:
 def foreign_us(times: dict[str, float]) -> float:
     """The part of a record's DSL time in kernels no DSL compile produced (never more than the DSL time itself)."""
     return min(times["unnamed_us"], times["dsl_us"])
+
+
+def _dsl_share(times: dict[str, float]) -> float:
+    """A record's (or a sum of records') DSL share: time in kernels no DSL compile produced is work outside it."""
+    foreign = foreign_us(times)
+    return _share(times["dsl_us"] - foreign, times["torch_compute_us"] + foreign)
 
 
 def _share(dsl_us: float, compute_us: float) -> float:

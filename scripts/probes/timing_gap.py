@@ -74,30 +74,16 @@ FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
 START, END = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
-def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10) -> list[float]:
+def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10, lead_cycles=0) -> list[float]:
+    """`lead_cycles`: a spin kernel queued between the flush's wait and `start` (see gate_* in the docstring)."""
     samples = []
     for index in range(calls):
         before(index)
         inputs = inputs_for(index)
         FLUSH.zero_()
         torch.cuda.synchronize()
-        START.record()
-        fn(*inputs)
-        END.record()
-        torch.cuda.synchronize()
-        if index >= warmup:
-            samples.append(START.elapsed_time(END))
-    return samples
-
-
-def timed_gated(fn, inputs, before, gate_cycles: int, calls=60, warmup=10) -> list[float]:
-    """As `timed`, with a spin kernel queued between the flush's wait and `start` (see gate_* in the docstring)."""
-    samples = []
-    for index in range(calls):
-        before(index)
-        FLUSH.zero_()
-        torch.cuda.synchronize()
-        torch.cuda._sleep(gate_cycles)
+        if lead_cycles:
+            torch.cuda._sleep(lead_cycles)
         START.record()
         fn(*inputs)
         END.record()
@@ -312,7 +298,7 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
         for gate, cycles in (("gate", 200_000), ("gate2m", 2_000_000)):
             if only is None or f"{gate}_{name}" in only:
                 report(problem_id, dsl, f"{gate}_{name}",
-                       [timed_gated(solution.solve, fixed, before, cycles) for _ in range(3)])
+                       [timed(solution.solve, lambda i: fixed, before, lead_cycles=cycles) for _ in range(3)])
         if only is None or f"dev_{name}" in only:
             records = [device_record(solution.solve, fixed, before) for _ in range(3)]
             for index, label in enumerate(("span", "kbusy", "kextent")):
