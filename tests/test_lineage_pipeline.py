@@ -2,7 +2,6 @@
 dependency order): claims, annotations and edges are stored, outputs written, reruns do only new work."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -113,18 +112,13 @@ def test_one_chain_plots_and_clear_errors(built, capsys, tmp_path):
     assert "no such taxonomy" in capsys.readouterr().err
 
 
-def _fidelity_benchmark():
-    spec = importlib.util.spec_from_file_location("lineage_fidelity", REPO / "benchmarks" / "lineage_fidelity.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_fidelity_benchmark_scores_exactly_what_mkb_lineage_wrote(built, capsys, tmp_path):
-    """benchmarks/lineage_fidelity.py reads the shipped side only from mkb lineage's files (no regrouping, no
-    filtering by the truth), and a shipped output equal to the truth scores zero on every metric."""
+    """mkb_ray.lineage.fidelity (benchmarks/lineage_fidelity.py, the shipped-output tests) reads the shipped side
+    only from mkb lineage's files (no regrouping, no filtering by the truth), and a shipped output equal to the
+    truth scores zero on every metric."""
+    from mkb_ray.lineage import fidelity
+
     _lineage(built, capsys)
-    fidelity = _fidelity_benchmark()
     rows = {r["metric"]: r for r in fidelity.score(built, built / "lineage")}
     nodes = pl.read_parquet(built / "lineage" / "nodes.parquet")
     hops = nodes.group_by("chain_id").agg(pl.col("hop").max())  # every chain's hops run from 0 (other tests add some)

@@ -17,8 +17,10 @@ from mkb_ray.synthetic import (ClaimContext, SyntheticClaim, SyntheticSpec, evol
                                render_skill, strip_ground_truth, synthetic_outcome, tier_probabilities)
 from mkb_ray.synthetic.claims import EDGES, IDEAS, claim_text, mergeable_pairs
 from mkb_ray.synthetic.skill_md import skill_source_tier
-from mkb_ray.synthetic.spec import CATEGORIES, LAYOUTS, MODALITIES, EvolutionRates, SkillLayout, TierProbs
+from mkb_ray.synthetic.spec import (CATEGORIES, LAYOUTS, MODALITIES, STYLED_TEXT, EvolutionRates, SkillLayout,
+                                    TierProbs)
 from mkb_ray.synthetic.wordings import WORDINGS
+from mkb_ray.synthetic.wordings_styled import LEAD_INS
 
 PROBLEM = "synthetic/attention_0"
 
@@ -440,17 +442,50 @@ def test_render_parse_roundtrip_and_stripping_in_every_layout() -> None:
                 assert all(line == line.rstrip() for line in plain.splitlines())
                 assert all(c.text in plain for c in batch)
                 assert plain.startswith("# ") and plain.endswith("\n") and not plain.endswith("\n\n")
-    assert seen == set(LAYOUTS)
+    assert seen == set(LAYOUTS) - {"table"}   # the table is styled text's (weight 0 by default)
     assert render_skill([]) == "" and parse_skill("") == [] and parse_skill(None) == []
     assert parse_skill("# notes\n- a bullet someone wrote by hand\n\nSome prose. More prose.\n") == []
     assert skill_source_tier("no header") is None
+
+
+def test_styled_text_round_trips_with_lead_ins_joined_claims_and_tables() -> None:
+    """Styled text (issue 26): five phrasings per idea, claims behind lead-ins, pairs joined in one sentence, tables,
+    more boilerplate; the ground truth still reads back exactly and stripping leaves no trace of it."""
+    spec = SyntheticSpec(initial_claims_mean=30, layout=STYLED_TEXT)
+    claims = fresh_claims(spec, random.Random(1), ClaimContext("h0-s", PROBLEM, "tirx"))
+    seen: set[str] = set()
+    variants: set[int] = set()
+    led = joined = 0
+    for hop in range(1, 25):
+        claims = evolve(claims, spec, random.Random(hop), ClaimContext(f"h{hop}-s", PROBLEM, "cutedsl"))
+        variants.update(c.variant for c in claims)
+        text = render_skill(claims, rng=random.Random(100 + hop), layout=spec.layout)
+        seen.add(_layout(text))
+        assert sorted(parse_skill(text), key=lambda c: c.claim_id) == claims
+        plain = strip_ground_truth(text)
+        assert "<!--" not in plain and "claim:" not in plain and "  " not in plain
+        for c in claims:   # each claim's words are there, whole or as the first half of a joined pair
+            assert c.text[1:-1] in plain, c.text
+        led += sum(plain.count(f"{lead} ") for lead in LEAD_INS)
+        joined += sum(plain.count(joiner) for joiner in ("; ", ", and ", " — "))
+        if _layout(text) == "table":
+            assert "| # | Note |" in plain
+    assert seen == set(LAYOUTS) and max(variants) >= 2 and led > 24 and joined > 24
+    # Plain text never draws the styled phrasings, so runs made before styled text existed keep their texts.
+    plain_claims = fresh_claims(SyntheticSpec(initial_claims_mean=60), random.Random(1), ClaimContext("p", PROBLEM))
+    assert all(c.variant < IDEAS[(c.category, c.idea)].plain_count for c in plain_claims)
+    # A lower-cased first letter is read back; a changed word is not.
+    text = render_skill(claims, rng=random.Random(7), layout=spec.layout.model_copy(update={"lead_in_share": 1.0}))
+    assert len(parse_skill(text)) == len(claims)
+    with pytest.raises(ValueError, match="ground-truth text"):
+        parse_skill(text.replace(claims[0].text[1:-1], claims[0].text[1:-1] + " indeed", 1))
 
 
 def test_layouts_vary_across_seeds_and_follow_their_weights() -> None:
     claims = fresh_claims(SyntheticSpec(initial_claims_mean=20), random.Random(0), ClaimContext("h0", PROBLEM))
     texts = [render_skill(claims, rng=random.Random(seed), layout=SkillLayout()) for seed in range(200)]
     counts = Counter(_layout(t) for t in texts)
-    assert set(counts) == set(LAYOUTS) and len({strip_ground_truth(t) for t in texts}) > 150
+    assert set(counts) == set(LAYOUTS) - {"table"} and len({strip_ground_truth(t) for t in texts}) > 150
     probs = SkillLayout().probabilities()
     assert all(abs(counts[name] / 200 - p) < 0.1 for name, p in probs.items()), counts
     only_prose = SkillLayout(bullets=0, numbered=0, prose=1, sections=0, mixed=0, boilerplate_mean=4)
@@ -483,19 +518,20 @@ def test_every_idea_has_phrasings_in_every_modality_with_resolved_slots() -> Non
         for idea in ideas:
             info = IDEAS[(cat, idea.key)]
             assert len(idea.phrasings) >= 2, (cat, idea.key)
-            assert all(len(p) == 3 for p in idea.phrasings), (cat, idea.key)  # a missing comma joins two forms
+            assert len(info.phrasings) >= 5, (cat, idea.key)   # styled text: three more in wordings_styled.py
+            assert all(len(p) == 3 for p in info.phrasings), (cat, idea.key)  # a missing comma joins two forms
             texts = set()
-            for variant in range(len(idea.phrasings)):
+            for variant in range(len(info.phrasings)):
                 forms = [claim_text(cat, idea.key, variant, m, tuple((n, VALUES[n]) for n in info.slots))
                          for m in MODALITIES]
                 assert len(set(forms)) == 3, (cat, idea.key, variant)
-                for form, raw in zip(forms, idea.phrasings[variant]):
+                for form, raw in zip(forms, info.phrasings[variant]):
                     # every form uses exactly the idea's slots, so re-rendering never loses or invents a value
                     assert {f for f in info.slots if "{" + f + "}" in raw} == set(info.slots)
                     assert "{" not in form and "\n" not in form and "-->" not in form and "  " not in form
                     assert form[0].isupper() and form.endswith((".", "?")), form
                 texts.update(forms)
-            assert len(texts) == 3 * len(idea.phrasings)
+            assert len(texts) == 3 * len(info.phrasings)
             if idea.parts:
                 assert all(not IDEAS[(cat, part)].parts for part in idea.parts) and len(idea.parts) == 2
                 assert set(info.slots) == {s for part in idea.parts for s in IDEAS[(cat, part)].slots}
@@ -516,8 +552,8 @@ def test_ideas_of_a_category_are_not_confusable() -> None:
             for b in simple:
                 if a.key >= b.key:
                     continue
-                for pa in a.phrasings:
-                    for pb in b.phrasings:
+                for pa in IDEAS[(cat, a.key)].phrasings:
+                    for pb in IDEAS[(cat, b.key)].phrasings:
                         wa, wb = _words(pa[1]), _words(pb[1])
                         assert len(wa & wb) / len(wa | wb) < 0.4, (cat, a.key, b.key)
 

@@ -18,7 +18,9 @@ examples:
   mkb gold                                                 # offline annotator, test split, matcher too
   mkb gold --annotator offline --annotator smollm2 --api-base http://127.0.0.1:8000/v1
   mkb gold --split all --json
-  mkb gold --synthetic 20                                  # closure metrics: stripped synthetic chains vs truth
+
+What `mkb lineage` recovers of a synthetic chain's truth (its shipped files, nothing regrouped) is measured by
+benchmarks/lineage_fidelity.py.
 """
 DEFAULT_GOLD = Path(__file__).resolve().parents[2] / "tests" / "gold"
 
@@ -33,11 +35,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gold", type=Path, default=DEFAULT_GOLD, metavar="DIR",
                         help="the gold directory (holds claims/ and lineage/; default: the repository's tests/gold)")
     parser.add_argument("--taxonomy", default="mkb-11", metavar="NAME|PATH")
-    parser.add_argument("--synthetic", type=int, default=0, metavar="N",
-                        help="also compare the closure metrics (survival, prevalence, reinforcement) computed from N "
-                             "stripped synthetic 100-hop chains with the generator's truth (20 chains: ~40 s)")
-    parser.add_argument("--synthetic-seed", type=int, default=100, metavar="SEED",
-                        help="seed of the first synthetic chain (default 100; seeds 0-22 tuned the matcher)")
     parser.add_argument("--json", action="store_true", help="print the scores as JSON")
     parser.add_argument("--record", action="store_true",
                         help="store each annotator's test-split scores where `mkb lineage` prints them beside its "
@@ -101,14 +98,6 @@ def run(args: argparse.Namespace) -> int:
                                         [x.category if x else None for _, x in per_annotator[b]])
             for i, a in enumerate(names) for b in names[i + 1:]}
     report["matcher"] = _matcher(args.gold / "lineage", annotators)
-    if args.synthetic > 0:
-        from ..claims.offline import OfflineAnnotator
-        from ..lineage.recovery import recovery_table
-
-        offline = next((a for a in annotators if isinstance(a, OfflineAnnotator)), None) or OfflineAnnotator(taxonomy)
-        table = recovery_table(args.synthetic, 100, args.synthetic_seed, taxonomy.closure_category, offline)
-        report["synthetic_recovery"] = {"chains": args.synthetic, "first_seed": args.synthetic_seed,
-                                        "category": taxonomy.closure_category, "rows": table.to_dicts()}
     if args.record:
         from ..claims.annotator_error import RECORDED, from_gold_report, record_error
 
@@ -164,16 +153,3 @@ def _print(report: dict) -> None:
         console.print(f"lineage matcher on the gold chains: {m['gold_edges']} gold edges, {m['predicted_edges']} "
                       f"predicted; precision {m['precision']:.3f}, recall {m['recall']:.3f}, edge-type accuracy "
                       f"{m['type_accuracy']:.3f} (on the edges found)")
-    r = report.get("synthetic_recovery")
-    if r:
-        table = Table(title=f"{r['category']} on {r['chains']} stripped synthetic 100-hop chains (seeds "
-                            f"{r['first_seed']}..{r['first_seed'] + r['chains'] - 1}): the generator's graph vs "
-                            f"the pipeline's (offline annotator) vs the pipeline's edges with the true categories")
-        for column in ("metric", "truth", "recovered", "matcher only", "gap (points; lineages: count)"):
-            table.add_column(column, justify="left" if column == "metric" else "right")
-        for row in r["rows"]:
-            cells = [row["truth"], row["recovered"], row["matcher_only"], row["gap_points"]]
-            fmt = "{:.0f}" if row["metric"] == "lineages" else "{:.3f}"
-            table.add_row(row["metric"], *["—" if v is None else (fmt.format(v) if i < 3 else f"{v:+.1f}")
-                                           for i, v in enumerate(cells)])
-        console.print(table)

@@ -2,7 +2,10 @@
 
 The matcher sees only texts and the annotator's modality (never synthetic ground truth):
 
-1. a child whose normalised text equals a parent's is `copied` from it;
+1. a child whose normalised text equals a parent's is `copied` from it; so is a child that says a parent's words
+   behind other framing: the two end in the same run of words, which covers at least FRAMED_COPY_SHARE of the
+   shorter one, and what differs in front is a short lead-in or a table cell ("Keep in mind that <claim>", "3 |
+   <claim>"). Writers add and drop such framing between hops without touching the claim;
 2. otherwise its parent is the most similar parent claim if that similarity reaches `threshold` (calibrated on
    the gold lineage set), else the child is born at hop k. Similarity is the cosine of MiniLM vectors *centred* on
    the mean vector of the two hops' claims: every claim of a SKILL.md names the same operation, DSL and GPU, and
@@ -14,8 +17,13 @@ The matcher sees only texts and the annotator's modality (never synthetic ground
 3. a child that also resembles a second parent (≥ `merge_threshold`) which no other child took is `merged` from
    both; a parent that two or more non-copied children took as their best match, each shorter than it, is `split`;
 4. a single-parent edge is `contradicted` when exactly one side carries a negation and the two share at least half
-   their words (a polarity flip, not a rewording), otherwise
+   their words (a polarity flip, not a rewording; where the modality moved, "never", "nothing", "none" and
+   "without" are the absolute form's words and do not count), otherwise
    `strengthened` / `weakened` when the modality moved (hedged < plain < absolute), else `paraphrased`.
+5. pieces of one sentence share its fate: a piece left unmatched whose sentence has a matched piece is linked to the
+   most similar piece of the sentence that piece matched (at SIBLING_THRESHOLD or above), a child to a parent piece,
+   a parent to a child piece. A writer who rewords a sentence keeps what its clauses say; the clause structure of the
+   rewording need not match the original's.
 A parent claim no child matched is lost at hop k.
 """
 from __future__ import annotations
@@ -29,7 +37,7 @@ import numpy as np
 
 from ..records.claims import MODALITIES, EdgeType, LineageEdgeRecord
 
-MATCHER_VERSION = "match-v2"
+MATCHER_VERSION = "match-v3"   # v3: copies behind other framing (rule 1)
 # Centred-cosine cuts, chosen on the gold lineage set (tests/gold/lineage: edge P 0.829 / R 0.775, where match-v1's
 # raw cosine at 0.62 gave 0.811 / 0.709) and on stripped synthetic chains (docs/metrics.md, "Validation").
 DEFAULT_THRESHOLD = 0.40
@@ -37,11 +45,21 @@ DEFAULT_MERGE_THRESHOLD = 0.55
 DEFAULT_CARRIED_THRESHOLD = 0.75
 DEFAULT_ONE_SIDED_THRESHOLD = 0.60
 CENTRING_PRIOR = 2
+# A framed copy: the shared ending covers this share of the shorter text, is at least FRAMED_COPY_MIN_WORDS long,
+# and leaves at most FRAMED_COPY_MAX_LEAD words in front of it on either side.
+FRAMED_COPY_SHARE = 0.75
+FRAMED_COPY_MIN_WORDS = 5
+FRAMED_COPY_MAX_LEAD = 9
+SIBLING_THRESHOLD = 0.2
 # A contradiction keeps most of the words and flips the polarity; a paraphrase that happens to say "not" does not.
 CONTRADICTION_OVERLAP = 0.5
 _MODALITY_RANK = {m: i for i, m in enumerate(MODALITIES)}
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|doesn't|don't|didn't|nothing|none|without|"
                        r"impossible|neither|nor|fails?)\b", re.IGNORECASE)
+# Without the words that also make a claim absolute ("never", "without exception", "nothing else"): a claim that
+# moved up in modality flips polarity only by these.
+_POLARITY = re.compile(r"\b(not|no|cannot|can't|won't|isn't|doesn't|don't|didn't|impossible|neither|nor|fails?)\b",
+                       re.IGNORECASE)
 _NON_WORD = re.compile(r"[^a-z0-9]+")
 
 
@@ -52,14 +70,32 @@ class MatchClaim:
     claim_id: str
     text: str
     modality: Optional[str] = None
+    sentence: int = -1     # pieces cut from one sentence share it (segment.sentence_ids); -1: unknown
 
 
 def normalise(text: str) -> str:
     return _NON_WORD.sub(" ", text.lower()).strip()
 
 
-def _negations(text: str) -> int:
-    return len(_NEGATION.findall(text))
+def shared_ending(a: Sequence[str], b: Sequence[str]) -> int:
+    """How many words the two word lists have in common at their ends."""
+    n = 0
+    for x, y in zip(reversed(a), reversed(b)):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def framed_copy(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two normalised word lists say the same words behind different framing (rule 1)."""
+    common = shared_ending(a, b)
+    return (common >= FRAMED_COPY_MIN_WORDS and common >= FRAMED_COPY_SHARE * min(len(a), len(b))
+            and max(len(a), len(b)) - common <= FRAMED_COPY_MAX_LEAD)
+
+
+def _negated(text: str, pattern: re.Pattern[str] = _NEGATION) -> bool:
+    return pattern.search(text) is not None
 
 
 def _word_overlap(a: str, b: str) -> float:
@@ -72,10 +108,11 @@ def edge_type(parent: MatchClaim, child: MatchClaim) -> EdgeType:
     """The type of a one-parent edge (see the module docstring, rule 4)."""
     if normalise(parent.text) == normalise(child.text):
         return "copied"
-    if (_negations(parent.text) == 0) != (_negations(child.text) == 0) and \
+    p, c = _MODALITY_RANK.get(parent.modality or ""), _MODALITY_RANK.get(child.modality or "")
+    polarity = _NEGATION if p == c else _POLARITY
+    if _negated(parent.text, polarity) != _negated(child.text, polarity) and \
             _word_overlap(parent.text, child.text) >= CONTRADICTION_OVERLAP:
         return "contradicted"
-    p, c = _MODALITY_RANK.get(parent.modality or ""), _MODALITY_RANK.get(child.modality or "")
     if p is not None and c is not None and p != c:
         return "strengthened" if c > p else "weakened"
     return "paraphrased"
@@ -117,15 +154,22 @@ def match_hops(chain_id: str, hop: int, parents: Sequence[MatchClaim], children:
             best[i] = same.pop(0) if len(same) > 1 else same[0]
             copied.add(i)
     carried = set(best.values())
+    _framed_copies(parents, children, best, copied, carried)
+    # The rest pair up greedily, most similar first, among the parents no child copies: one child per parent.
+    free_parents = [j for j in range(len(parents)) if j not in carried]
+    pairs = sorted(((float(sims[i, j]), i, j) for i in range(len(children)) if i not in copied
+                    for j in free_parents if sims[i, j] >= threshold), reverse=True)
+    paired: set[int] = set()
+    for _, i, j in pairs:
+        if i not in best and j not in paired:
+            best[i] = j
+            paired.add(j)
+    # A child left over attaches to its most similar parent only at the higher bars (a piece of a split parent).
     for i in range(len(children)):
-        if i in copied:
+        if i in best:
             continue
         j = int(np.argmax(sims[i]))
-        if j in carried:
-            bar = carried_threshold
-        else:
-            bar = threshold if int(np.argmax(sims[:, j])) == i else one_sided_threshold
-        if sims[i, j] >= bar:
+        if sims[i, j] >= (carried_threshold if j in carried else one_sided_threshold):
             best[i] = j
     taken = defaultdict(list)
     for i, j in best.items():
@@ -158,7 +202,77 @@ def match_hops(chain_id: str, hop: int, parents: Sequence[MatchClaim], children:
             kind = "copied" if i in copied else ("split" if is_split and i in free else
                                                  edge_type(parents[j], children[i]))
             add(j, i, kind)
+    for j, i in _sibling_links(parents, children, sims, [(pj, ci) for pj, ci in _pairs(edges, parents, children)]):
+        add(j, i, edge_type(parents[j], children[i]))
     return edges
+
+
+def _pairs(edges: Sequence[LineageEdgeRecord], parents: Sequence[MatchClaim], children: Sequence[MatchClaim]
+           ) -> list[tuple[int, int]]:
+    pos_p = {c.claim_id: k for k, c in enumerate(parents)}
+    pos_c = {c.claim_id: k for k, c in enumerate(children)}
+    return [(pos_p[e.parent_id], pos_c[e.child_id]) for e in edges]
+
+
+def _by_sentence(claims: Sequence[MatchClaim]) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = defaultdict(list)
+    for k, c in enumerate(claims):
+        if c.sentence >= 0:
+            out[c.sentence].append(k)
+    return out
+
+
+def _attach(side: Sequence[MatchClaim], other: Sequence[MatchClaim], sims: np.ndarray,
+            links: Sequence[tuple[int, int]], skip: set[int]) -> list[tuple[int, int]]:
+    """For each piece of `side` (rows of `sims`) that is in no link or `skip`, whose sentence has a linked piece: the
+    most similar piece of the `other` sentences those links reach, at SIBLING_THRESHOLD or above."""
+    reach: dict[int, set[int]] = defaultdict(set)   # a sentence of `side` -> sentences of `other` it links to
+    for a, b in links:
+        if side[a].sentence >= 0 and other[b].sentence >= 0:
+            reach[side[a].sentence].add(other[b].sentence)
+    other_sentences = _by_sentence(other)
+    linked = {a for a, _ in links} | skip
+    out = []
+    for a, claim in enumerate(side):
+        candidates = [b for s in reach.get(claim.sentence, ()) for b in other_sentences[s]]
+        if a in linked or claim.sentence < 0 or not candidates:
+            continue
+        b = max(candidates, key=lambda k: sims[a, k])
+        if sims[a, b] >= SIBLING_THRESHOLD:
+            out.append((a, b))
+    return out
+
+
+def _sibling_links(parents: Sequence[MatchClaim], children: Sequence[MatchClaim], sims: np.ndarray,
+                   linked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Rule 5: (parent, child) links for pieces left unmatched in a sentence that has a matched piece; children
+    first, then parents that are still unlinked."""
+    from_children = [(j, i) for i, j in _attach(children, parents, sims, [(i, j) for j, i in linked], set())]
+    from_parents = _attach(parents, children, sims.T, linked, {j for j, _ in from_children})
+    return from_children + from_parents
+
+
+def _framed_copies(parents: Sequence[MatchClaim], children: Sequence[MatchClaim], best: dict[int, int],
+                   copied: set[int], carried: set[int]) -> None:
+    """Rule 1's framed copies, for children not copied verbatim and parents no child copies verbatim: each child
+    takes the free parent with the longest shared ending (candidates found by their last FRAMED_COPY_MIN_WORDS
+    words); `best`, `copied` and `carried` are updated in place."""
+    tail = FRAMED_COPY_MIN_WORDS
+    words = [normalise(p.text).split() for p in parents]
+    by_tail: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for j, w in enumerate(words):
+        if j not in carried and len(w) >= tail:
+            by_tail[tuple(w[-tail:])].append(j)
+    for i, child in enumerate(children):
+        if i in copied:
+            continue
+        c = normalise(child.text).split()
+        fits = [j for j in by_tail.get(tuple(c[-tail:]), ()) if j not in carried and framed_copy(words[j], c)]
+        if fits:
+            j = max(fits, key=lambda k: shared_ending(words[k], c))
+            best[i] = j
+            copied.add(i)
+            carried.add(j)
 
 
 def calibrate_threshold(positive: Sequence[float], negative: Sequence[float]) -> float:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Protocol, Sequence
 
 from ..claims.embeddings import SentenceEncoder, shared_encoder
-from ..claims.segment import SEGMENTER_VERSION, segment
+from ..claims.segment import SEGMENTER_VERSION, segment, sentence_ids
 from ..claims.support import evidence_from_record
 from ..claims.taxonomy import Taxonomy
 from ..records import AttemptRecord, chain_id_of
@@ -180,7 +180,9 @@ class LineagePipeline:
             previous = None
             for hop in hops:
                 claims = by_skill.get(hop.trial.skill_sha or "", [])
-                match = [MatchClaim(c.claim_id, c.text, modality.get(c.claim_id)) for c in claims]
+                sentences = sentence_ids(self.store.skill_text_of(hop.trial.skill_sha or "") or "", claims)
+                match = [MatchClaim(c.claim_id, c.text, modality.get(c.claim_id), sentence)
+                         for c, sentence in zip(claims, sentences)]
                 if hop.hop > done_to and previous is not None and previous[0] == hop.hop - 1:
                     vectors = self.encoder.encode([c.text for c in claims])
                     found = match_hops(chain_id, hop.hop, previous[1], match, previous[2], vectors,

@@ -22,6 +22,7 @@ from typing import Literal, NamedTuple, Optional, TypeVar
 
 from .spec import MODALITIES, Category, CategoryWeights, Modality, ModalityWeights, SkillLayout, SyntheticSpec
 from .wordings import WORDINGS
+from .wordings_styled import STYLED_PHRASINGS
 
 _T = TypeVar("_T")
 Edge = Literal["copied", "paraphrased", "strengthened", "weakened", "merged", "split", "new"]
@@ -30,13 +31,19 @@ Slots = tuple[tuple[str, str], ...]
 
 
 class IdeaInfo(NamedTuple):
-    """An idea of wordings.py with what the generator needs: its slot names (sorted) and, for a compound, parts."""
+    """An idea of wordings.py with what the generator needs: its slot names (sorted), its phrasings (wordings.py's,
+    then wordings_styled.py's: `plain_count` of them are the plain ones) and, for a compound, its parts."""
 
     category: Category
     key: str
     slots: tuple[str, ...]
     phrasings: tuple[tuple[str, str, str], ...]
     parts: tuple[str, ...]
+    plain_count: int
+
+    def count(self, spec: SyntheticSpec) -> int:
+        """How many of its phrasings the spec's text draws from (variants 0 .. count-1)."""
+        return len(self.phrasings) if spec.layout.phrasings == "styled" else self.plain_count
 
 
 def _slot_names(form: str) -> set[str]:
@@ -44,8 +51,9 @@ def _slot_names(form: str) -> set[str]:
 
 
 IDEAS: dict[tuple[Category, str], IdeaInfo] = {
-    (cat, idea.key): IdeaInfo(cat, idea.key, tuple(sorted(_slot_names(idea.phrasings[0][1]))), idea.phrasings,
-                              idea.parts)
+    (cat, idea.key): IdeaInfo(cat, idea.key, tuple(sorted(_slot_names(idea.phrasings[0][1]))),
+                              idea.phrasings + STYLED_PHRASINGS.get(cat, {}).get(idea.key, ()), idea.parts,
+                              len(idea.phrasings))
     for cat, ideas in WORDINGS.items() for idea in ideas}
 # Per category, the keys of its ideas (simple and compound): a new claim draws one uniformly.
 _CATEGORY_IDEAS: dict[Category, tuple[str, ...]] = {cat: tuple(i.key for i in ideas) for cat, ideas in WORDINGS.items()}
@@ -204,7 +212,7 @@ def new_claim(spec: SyntheticSpec, rng: random.Random, context: ClaimContext, cl
     category = info.category
     slots = _draw_slots(info.slots, rng, context)
     modality: Modality = pick(rng, modalities, cum_m)
-    variant = int(rng.random() * len(info.phrasings))
+    variant = int(rng.random() * info.count(spec))
     if taken is not None:
         _cover(taken, category, info.key)
     return SyntheticClaim(claim_id, (), category, modality, info.key, variant, slots,
@@ -292,7 +300,8 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
     if ev.merge_rate > 0:
         for pair in mergeable_pairs(parent_claims):
             if rng.random() < ev.merge_rate:
-                merged_at[pair.first] = _merged(parent_claims[pair.first], parent_claims[pair.second], pair, rng)
+                merged_at[pair.first] = _merged(parent_claims[pair.first], parent_claims[pair.second], pair,
+                                                spec, rng)
                 consumed.add(pair.second)
     out: list[_Child] = []
     for k, parent in enumerate(parent_claims):
@@ -306,7 +315,7 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
             continue
         cat, idea, mod, slots, pid = parent.category, parent.idea, parent.modality, parent.slots, (parent.claim_id,)
         if r < t_mutate:
-            n_phrasings = len(IDEAS[(cat, idea)].phrasings)
+            n_phrasings = IDEAS[(cat, idea)].count(spec)
             variant = (parent.variant + 1 + int(rng.random() * (n_phrasings - 1))) % n_phrasings
             out.append(_Child(pid, cat, mod, idea, variant, slots, claim_text(cat, idea, variant, mod, slots),
                               "paraphrased"))
@@ -317,7 +326,7 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
         elif t_strong <= r < t_weak and mod_index > 0:
             modality, edge = MODALITIES[mod_index - 1], "weakened"
         elif t_weak <= r < t_split and IDEAS[(cat, idea)].parts:
-            out.extend(_split(parent, rng))
+            out.extend(_split(parent, spec, rng))
             continue
         else:
             out.append(_Child(pid, cat, mod, idea, parent.variant, slots, parent.text, "copied"))
@@ -348,21 +357,22 @@ def evolve(parent_claims: list[SyntheticClaim], spec: SyntheticSpec, rng: random
     return [SyntheticClaim(f"{prefix}.{k:02d}", *c) for k, c in enumerate(stay)]
 
 
-def _merged(a: SyntheticClaim, b: SyntheticClaim, pair: MergeablePair, rng: random.Random) -> _Child:
+def _merged(a: SyntheticClaim, b: SyntheticClaim, pair: MergeablePair, spec: SyntheticSpec,
+            rng: random.Random) -> _Child:
     info = pair.compound
     modality = MODALITIES[min(_MOD_INDEX[a.modality], _MOD_INDEX[b.modality])]
-    variant = int(rng.random() * len(info.phrasings))
+    variant = int(rng.random() * info.count(spec))
     return _Child((a.claim_id, b.claim_id), info.category, modality, info.key, variant, pair.slots,
                   claim_text(info.category, info.key, variant, modality, pair.slots), "merged")
 
 
-def _split(parent: SyntheticClaim, rng: random.Random) -> list[_Child]:
+def _split(parent: SyntheticClaim, spec: SyntheticSpec, rng: random.Random) -> list[_Child]:
     have = dict(parent.slots)
     out = []
     for part in IDEAS[(parent.category, parent.idea)].parts:
         info = IDEAS[(parent.category, part)]
         slots = tuple((name, have[name]) for name in info.slots)
-        variant = int(rng.random() * len(info.phrasings))
+        variant = int(rng.random() * info.count(spec))
         out.append(_Child((parent.claim_id,), parent.category, parent.modality, part, variant, slots,
                           claim_text(parent.category, part, variant, parent.modality, slots), "split"))
     return out

@@ -1,8 +1,10 @@
 """Synthetic SKILL.md files: claims laid out as a writer might, each claim with its ground truth inline.
 
 `render_skill` draws one layout per file (spec.SkillLayout: bullets, numbered list, prose paragraphs, sections
-under category-group headings, or a mix) and a few boilerplate sentences that are not claims. Right before each
-claim's sentence sits its ground-truth comment:
+under category-group headings, a mix, or a table) and a few boilerplate sentences that are not claims; styled text
+also puts some claims behind a narrative lead-in ("The main lesson here is that <claim>") and joins some pairs
+into one sentence ("<claim>; <claim>"), the second one's first letter lower-cased where that reads right. Right
+before each claim's text sits its ground-truth comment:
 
     <!-- claim:<id> parent:<id>[,<id>...]|- cat:<category> mod:<modality> edge:<edge> idea:<idea> var:<phrasing>
          slots:<k=v;...> -->  (one line, then a space and the claim's text)
@@ -22,6 +24,7 @@ from urllib.parse import quote, unquote
 from .claims import EDGES, IDEAS, SyntheticClaim, claim_text, cum_weights, pick, poisson
 from .spec import MODALITIES, Layout, SkillLayout
 from .wordings import BOILERPLATE, SECTION_HEADINGS, SECTION_OF, TITLES
+from .wordings_styled import LEAD_INS, STYLED_BOILERPLATE
 
 _CLAIM = re.compile(r"<!-- claim:(\S+) parent:(\S+) cat:(\S+) mod:(\S+) edge:(\S+) idea:(\S+) var:(\d+) slots:(\S*) "
                     r"--> ")
@@ -33,6 +36,9 @@ _INLINE_COMMENT = re.compile(r"[ \t]*<!--(?:(?!-->).)*-->(?=[ \t]*(?:\n|\Z))|<!-
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _MIXED_HEADINGS = ("Summary", "Details", "Odds and ends", "Also")
 _SECTION_BULLETS_PROB = 0.6
+# How a joined pair of claims is put together, with relative weights: "A; b", "A, and b", "A — b".
+_JOINERS = (("; ", 0.6), (", and ", 0.25), (" — ", 0.15))
+_CAPITALISED_WORD = re.compile(r"[A-Z][a-z]+\b")
 
 
 def render_skill(claims: list[SyntheticClaim], *, attempt: Optional[str] = None, tier: Optional[str] = None,
@@ -50,22 +56,58 @@ def render_skill(claims: list[SyntheticClaim], *, attempt: Optional[str] = None,
         layouts, cum = cum_weights(layout or SkillLayout())
         name = pick(rng, layouts, cum)
         title = TITLES[int(rng.random() * len(TITLES))]
-        count = min(poisson(rng, (layout or SkillLayout()).boilerplate_mean), len(BOILERPLATE))
-        boiler = rng.sample(BOILERPLATE, count) if count else []
+        pool = BOILERPLATE + (STYLED_BOILERPLATE if layout is not None and layout.phrasings == "styled" else ())
+        count = min(poisson(rng, (layout or SkillLayout()).boilerplate_mean), len(pool))
+        boiler = rng.sample(pool, count) if count else []
     lines = [f"# {title} (synthetic)",
              f"<!-- synthetic SKILL.md drawn by mkb_ray.synthetic, not written by a model; layout:{name} -->"]
     if attempt is not None or tier is not None:
         lines.append(f"<!-- synthetic-skill attempt:{quote(attempt, safe='/:') if attempt else '-'} "
                      f"tier:{tier or '-'} -->")
-    items = [_tagged(c) for c in claims]
-    blocks = [_list(items, numbered=False)] if rng is None else _BUILDERS[name](claims, items, boiler, rng)
+    items: list[Optional[str]] = [_tagged(c) for c in claims]
+    if rng is not None and layout is not None and (layout.lead_in_share > 0 or layout.compound_share > 0):
+        items = _narrated(claims, layout, rng)
+    kept = [(c, item) for c, item in zip(claims, items) if item is not None]  # a joined claim is in the item before
+    heads, texts = [c for c, _ in kept], [item for _, item in kept]
+    blocks = [_list(texts, numbered=False)] if rng is None else _BUILDERS[name](heads, texts, boiler, rng)
     return "\n".join(lines) + "\n\n" + "\n\n".join(blocks) + "\n"
 
 
-def _tagged(c: SyntheticClaim) -> str:
-    """A claim's ground-truth comment, a space and its text."""
+def _tagged(c: SyntheticClaim, lower: bool = False) -> str:
+    """A claim's ground-truth comment, a space and its text (first letter lower-cased with `lower`, see `_decap`)."""
     return (f"<!-- claim:{c.claim_id} parent:{','.join(c.parent_ids) or '-'} cat:{c.category} mod:{c.modality} "
-            f"edge:{c.edge} idea:{c.idea} var:{c.variant} slots:{_encode_slots(c.slots)} --> {c.text}")
+            f"edge:{c.edge} idea:{c.idea} var:{c.variant} slots:{_encode_slots(c.slots)} --> "
+            f"{_decap(c.text) if lower else c.text}")
+
+
+def _decap(text: str) -> str:
+    """The text with its first letter lower-cased when its first word is an ordinary capitalised word ("The",
+    "Eager"); names ("CuTe DSL", "TIRx", "I") keep theirs."""
+    return text[0].lower() + text[1:] if _CAPITALISED_WORD.match(text) else text
+
+
+def _narrated(claims: list[SyntheticClaim], layout: SkillLayout, rng: random.Random) -> list[Optional[str]]:
+    """Styled items: each claim behind a narrative lead-in with `lead_in_share`, and with `compound_share` joined to
+    the next claim in one sentence (the next item is then None: its text is in this one)."""
+    items: list[Optional[str]] = []
+    k = 0
+    while k < len(claims):
+        c = claims[k]
+        item = (f"{LEAD_INS[int(rng.random() * len(LEAD_INS))]} {_tagged(c, lower=True)}"
+                if rng.random() < layout.lead_in_share and not c.text.endswith("?") else _tagged(c))
+        if k + 1 < len(claims) and item.endswith(".") and rng.random() < layout.compound_share:
+            r, joiner = rng.random(), _JOINERS[-1][0]
+            for candidate, weight in _JOINERS:
+                if r < weight:
+                    joiner = candidate
+                    break
+                r -= weight
+            items += [f"{item[:-1]}{joiner}{_tagged(claims[k + 1], lower=True)}", None]
+            k += 2
+            continue
+        items.append(item)
+        k += 1
+    return items
 
 
 # --- layouts: each returns the body's blocks (paragraphs, lists, headings), to be joined by blank lines ----------
@@ -154,7 +196,13 @@ def _mixed(claims: list[SyntheticClaim], items: list[str], boiler: list[str], rn
     return blocks
 
 
-_BUILDERS = {"bullets": _bullets, "numbered": _numbered, "prose": _prose, "sections": _sections, "mixed": _mixed}
+def _table(claims: list[SyntheticClaim], items: list[str], boiler: list[str], rng: random.Random) -> list[str]:
+    rows = ["| # | Note |", "|---|---|", *(f"| {k} | {item} |" for k, item in enumerate(items, 1))]
+    return _framed(["\n".join(rows)], boiler)
+
+
+_BUILDERS = {"bullets": _bullets, "numbered": _numbered, "prose": _prose, "sections": _sections, "mixed": _mixed,
+             "table": _table}
 
 
 # --- reading back -------------------------------------------------------------------------------------------------
@@ -172,11 +220,24 @@ def parse_skill(text: Optional[str]) -> list[SyntheticClaim]:
             raise ValueError(f"unknown category, idea, phrasing, modality or edge in {m.group(0)!r}")
         slots = _decode_slots(slot_text)
         body = claim_text(cat, idea, int(var), mod, slots)  # type: ignore[arg-type]
-        if not text.startswith(body, m.end()):
+        if not _follows(text, m.end(), body):
             raise ValueError(f"claim {claim_id}: the text after its comment is not its ground-truth text {body!r}")
         claims.append(SyntheticClaim(claim_id, () if parents == "-" else tuple(parents.split(",")), cat,
                                      mod, idea, int(var), slots, body, edge))  # type: ignore[arg-type]
     return claims
+
+
+def _follows(text: str, at: int, body: str) -> bool:
+    """Whether `text` at `at` is the claim `body` as `render_skill` writes it: whole, or with its first letter
+    lower-cased (`_decap`), or without its final period where a joined claim follows (see `_JOINERS`)."""
+    for form in dict.fromkeys((body, _decap(body))):
+        if text.startswith(form, at):
+            return True
+        if form.endswith(".") and text.startswith(form[:-1], at):
+            rest = text[at + len(form) - 1:]
+            if any(rest.startswith(joiner) for joiner, _ in _JOINERS):
+                return True
+    return False
 
 
 @functools.lru_cache(maxsize=4096)

@@ -28,8 +28,9 @@ Category = str
 Modality = Literal["hedged", "plain", "absolute"]
 MODALITIES: tuple[Modality, ...] = ("hedged", "plain", "absolute")
 TierName = Literal["fail", "pass", "pass2x"]
-Layout = Literal["bullets", "numbered", "prose", "sections", "mixed"]
-LAYOUTS: tuple[Layout, ...] = ("bullets", "numbered", "prose", "sections", "mixed")
+Layout = Literal["bullets", "numbered", "prose", "sections", "mixed", "table"]
+LAYOUTS: tuple[Layout, ...] = ("bullets", "numbered", "prose", "sections", "mixed", "table")
+Phrasings = Literal["plain", "styled"]
 
 # Default relative weights of the mkb-11 categories. Assumptions: a bit of everything, closures and unsupported
 # claims common enough to track along a chain. A category of another taxonomy that is not listed here defaults to
@@ -228,15 +229,29 @@ class SkillLayout(_Spec):
     """How a SKILL.md is laid out: one layout drawn per file with these relative weights (>= 0, normalised on use),
     and a few sentences that are not claims. bullets: one claim per `- ` item; numbered: `1. ` items; prose:
     paragraphs of 2-4 claims joined as sentences; sections: `## ` headings by category group, each section bullets or
-    prose; mixed: two or three consecutive stretches in different styles."""
+    prose; mixed: two or three consecutive stretches in different styles; table: one claim per row of a two-column
+    table (topic, note).
+
+    The defaults give the plain text the generator has always written. Text that is hard the way real SKILL.md
+    files are (issue 26) turns on the rest: `phrasings: styled` (five phrasings per idea instead of two: advice,
+    terse notes, light rewordings; wordings_styled.py), claims behind narrative lead-ins (`lead_in_share`), two
+    claims joined into one sentence (`compound_share`), the table layout and the styled boilerplate.
+    `STYLED_TEXT` below is that setting as used by benchmarks/lineage_fidelity.py."""
 
     bullets: float = Field(0.2, ge=0, description="relative weight (unitless)")
     numbered: float = Field(0.15, ge=0, description="relative weight (unitless)")
     prose: float = Field(0.25, ge=0, description="relative weight (unitless)")
     sections: float = Field(0.25, ge=0, description="relative weight (unitless)")
     mixed: float = Field(0.15, ge=0, description="relative weight (unitless)")
+    table: float = Field(0.0, ge=0, description="relative weight (unitless)")
     boilerplate_mean: float = Field(2.0, ge=0, le=12, description="Poisson mean of non-claim sentences per SKILL.md "
-                                                                  "(sentences; at most the 12 written ones)")
+                                                                  "(sentences; at most the written ones)")
+    phrasings: Phrasings = Field("plain", description="plain: an idea's two phrasings of wordings.py; styled: "
+                                                      "also the three of wordings_styled.py, and its boilerplate")
+    lead_in_share: float = Field(0.0, ge=0, le=1, description="probability that a claim in running text follows a "
+                                                              "narrative lead-in ('Profiling showed that ...')")
+    compound_share: float = Field(0.0, ge=0, le=1, description="probability that a claim in running text or a list "
+                                                               "is joined to the next one in one sentence")
 
     @model_validator(mode="after")
     def _some_weight(self) -> "SkillLayout":
@@ -247,6 +262,13 @@ class SkillLayout(_Spec):
     def probabilities(self) -> dict[Layout, float]:
         total = sum(getattr(self, name) for name in LAYOUTS)
         return {name: getattr(self, name) / total for name in LAYOUTS}
+
+
+# Synthetic text that is hard the way real skills are (issue 26, step 2): every layout, five phrasings per idea,
+# narrative lead-ins and joined claims, more boilerplate. Lexical overlap of its paraphrases vs the hand-labelled
+# chains': benchmarks/lineage_fidelity.py --overlap.
+STYLED_TEXT = SkillLayout(bullets=0.15, numbered=0.1, prose=0.25, sections=0.2, mixed=0.15, table=0.15,
+                          boilerplate_mean=3.0, phrasings="styled", lead_in_share=0.2, compound_share=0.15)
 
 
 class ModalityWeights(_Spec):
