@@ -146,3 +146,7 @@ def test_the_printed_headline_carries_the_annotators_measured_error(built, capsy
     assert "uncorrected" in out and "category accuracy is 0." in out
     assert "unsupported_closure: precision 0." in out
     assert "corrected for the annotator's measured recall" in out
+    # The closure category's survival and reinforced share, raw and corrected for the label's purity.
+    assert "unsupported_closure lineages (" in out and "purity" in out and "survival_t5" in out
+    corrected = pl.read_csv(built / "lineage" / "lineage_corrected.csv")
+    assert corrected["metric"].to_list() == ["survival_t2", "survival_t5", "survival_t10", "reinforced"]

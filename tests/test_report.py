@@ -130,7 +130,7 @@ def tables_of(page: Path) -> dict[str, dict[tuple[str, ...], dict[str, str]]]:
             row = dict(zip(header, cells))
             key = tuple(row[h] for h in header if h in ("model", "direction", "category", "problem",
                                                         "source vs base", "given", "hop", "cause", "judge",
-                                                        "rule cause"))
+                                                        "rule cause", "metric"))
             keyed[key] = row
         out[name.removeprefix("table-")] = keyed
     return out
@@ -189,6 +189,10 @@ def test_index_tables_hold_the_numbers_worked_out_by_hand(report: Path) -> None:
     assert head[("hardware_mapping",)]["prevalence h1"] == "0.000"
     assert head[("performance_evidence",)]["survival t1"] == "1.000"
     assert head[("hardware_mapping",)]["survival t1"] == "0.000"
+    # Beside it, the closure headline corrected for offline-v1's recorded gold error (mkb lineage prints the same).
+    corrected = t["lineage_corrected"]
+    assert ("unsupported_closure", "prevalence (mean over hops)") in corrected
+    assert ("unsupported_closure", "survival_t2") in corrected and ("unsupported_closure", "reinforced") in corrected
     # Chains: two hops (h0, h1) in each of two chains ran (h1 of mlp_norm as an error); no chain baseline ran, so
     # every hop is neutral (the per-hop numbers themselves are worked out in tests/test_chains.py).
     hops = t["chain_hops"]

@@ -221,7 +221,8 @@ def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[Tab
     sections.append(("chains", "Chains: help and harm per hop", block(chains) if chains is not None
                      else H.none("none: this run holds no chain hops")))
     if lineage.headline is not None:
-        content = (block(lineage.headline) + _closure_harm_block(lineage.closure_harm)
+        content = (block(lineage.headline) + (block(lineage.corrected) if lineage.corrected is not None else "")
+                   + _closure_harm_block(lineage.closure_harm)
                    + "<h3>Survival</h3>" + H.plot(inline_svg(lineage.survival_svg), "survival plot")
                    + "<h3>Prevalence per hop</h3>" + H.plot(inline_svg(lineage.prevalence_svg), "prevalence plot"))
     elif lineage.problem:
@@ -295,8 +296,8 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, options.rules)
             lap("lineage")
             calibration_table = calibration.view if calibration is not None else None
-            views = bench + [v for v in (enrichment, *attribution, calibration_table, chains, lineage.headline)
-                             if v is not None]
+            views = bench + [v for v in (enrichment, *attribution, calibration_table, chains, lineage.headline,
+                                         lineage.corrected) if v is not None]
             tables = write_tables(views, out, header.name, header.synthetic)
             lift_svg = problem_lift_svg(next(v for v in bench if v.name == "problem_lift").frame)
             links = _list_pages(ctx, views, out)

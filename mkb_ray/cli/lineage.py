@@ -18,9 +18,10 @@ modality hedged/plain/absolute, support read from the attempt's own verdicts), m
 to its source hop, and store the result in RUN's store. Incremental: a rerun does only new SKILL.md files and new
 hops. Then prints, per category: prevalence at hops 1/10/100, lineage survival, reinforcement vs dilution, and the
 attractor (fixed point, strength), then the annotator's measured error on the hand-labelled test split and each
-category's prevalence corrected for it (with intervals); and writes under --out (default RUN/lineage):
-headline.csv, prevalence_corrected.csv, nodes.parquet, edges.parquet, one GraphML file per chain (graphml/),
-survival.png/.svg, prevalence.png/.svg and the lineage graph of one chain (chain.png/.svg; --chain picks it).
+category's prevalence, and the closure category's survival and reinforced share, corrected for it (with intervals);
+and writes under --out (default RUN/lineage): headline.csv, prevalence_corrected.csv, lineage_corrected.csv,
+nodes.parquet, edges.parquet, one GraphML file per chain (graphml/), survival.png/.svg, prevalence.png/.svg and the
+lineage graph of one chain (chain.png/.svg; --chain picks it).
 
 examples:
   mkb lineage runs/quickstart                      # offline annotator (rules + local MiniLM)
@@ -156,16 +157,21 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
     from ..claims.annotator_error import recorded_error
 
     error = recorded_error(summary.annotator)
-    corrected = None
+    corrected = lineage_corrected = None
     if error is not None and data.nodes:
         from ..analysis.annotator_correction import corrected_prevalence
+        from ..analysis.lineage_correction import corrected_lineage_metrics
 
         corrected = corrected_prevalence(data.nodes, error, headline["category"].to_list(), n_boot=1000)
         corrected.write_csv(out / "prevalence_corrected.csv")
-        written.append(out / "prevalence_corrected.csv")
+        lineage_corrected = corrected_lineage_metrics(data.nodes, data.edges, error, taxonomy.closure_category,
+                                                      n_boot=1000)
+        lineage_corrected.write_csv(out / "lineage_corrected.csv")
+        written += [out / "prevalence_corrected.csv", out / "lineage_corrected.csv"]
     return {"headline": headline.to_dicts(), "written": [str(p) for p in written], "chains": len(chains),
             "annotator_error": error.as_json() if error else None,
             "prevalence_corrected": corrected.to_dicts() if corrected is not None else None,
+            "lineage_corrected": lineage_corrected.to_dicts() if lineage_corrected is not None else None,
             "claims": len(data.nodes), "edges": len(data.edges)}
 
 
@@ -190,7 +196,35 @@ def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-d
     console.print(table)
     _print_annotator_error(console, summary.annotator, report.get("annotator_error"), [r["category"] for r in rows])
     _print_corrected(console, report.get("prevalence_corrected"))
+    _print_lineage_corrected(console, report.get("lineage_corrected"))
     console.print(f"wrote {len(report['written'])} files under {Path(report['written'][0]).parent}")
+
+
+def _span(value, lo, hi) -> str:  # type: ignore[no-untyped-def]
+    """A value with its interval, '-' for none."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+
+
+def _print_lineage_corrected(console, rows) -> None:  # type: ignore[no-untyped-def]
+    """The closure category's survival and reinforced share, raw and corrected for the label's purity
+    (analysis/lineage_correction.py)."""
+    if not rows:
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{rows[0]['category']} lineages ({rows[0]['n_lineages']} born): as labelled, and corrected "
+                        f"for the share of them that are truly {rows[0]['category']} (purity, from the gold recall "
+                        f"and false-positive rate; 95 % intervals that also redraw the gold counts; assumes "
+                        f"mislabelled lineages fare like the other categories' in this run)")
+    for column in ("metric", "as labelled", "purity", "corrected"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for r in rows:
+        table.add_row(r["metric"], _span(r["raw"], r["raw_lo"], r["raw_hi"]),
+                      "-" if r["purity"] is None else f"{r['purity']:.2f}",
+                      _span(r["corrected"], r["corrected_lo"], r["corrected_hi"]))
+    console.print(table)
 
 
 def _print_corrected(console, rows) -> None:  # type: ignore[no-untyped-def]
@@ -198,11 +232,6 @@ def _print_corrected(console, rows) -> None:  # type: ignore[no-untyped-def]
     if not rows:
         return
     from rich.table import Table
-
-    def span(value, lo, hi) -> str:  # type: ignore[no-untyped-def]
-        if value is None:
-            return "-"
-        return f"{value:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
 
     table = Table(title="prevalence over all hops: as labelled, and corrected for the annotator's measured recall and "
                         "false-positive rate (95 % intervals; the corrected one also redraws the gold counts; assumes "
@@ -212,8 +241,8 @@ def _print_corrected(console, rows) -> None:  # type: ignore[no-untyped-def]
     for r in rows:
         rates = ("-" if r["sensitivity"] is None else
                  f"{r['sensitivity']:.2f} / {r['false_positive_rate']:.3f} ({r['gold']} gold)")
-        table.add_row(r["category"], span(r["raw"], r["raw_lo"], r["raw_hi"]),
-                      span(r["corrected"], r["corrected_lo"], r["corrected_hi"]) if r["gold"] else "no gold claims",
+        table.add_row(r["category"], _span(r["raw"], r["raw_lo"], r["raw_hi"]),
+                      _span(r["corrected"], r["corrected_lo"], r["corrected_hi"]) if r["gold"] else "no gold claims",
                       rates)
     console.print(table)
 
