@@ -33,7 +33,7 @@ from typing import Iterable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mkb_ray.lineage.fidelity import PROBLEMS, TUNING_SEEDS, campaign_yaml, score  # noqa: E402
+from mkb_ray.lineage.fidelity import PROBLEMS, TUNING_SEEDS, campaign_yaml, score, score_pooled  # noqa: E402
 
 
 def print_rows(rows: Iterable[dict]) -> None:
@@ -65,11 +65,14 @@ def main() -> int:
     parser.add_argument("--annotator", action="append", metavar="offline|learned",
                         help="the annotator `mkb lineage` runs with (repeat to score several on the same run, one "
                              "after the other; default: offline)")
-    parser.add_argument("--score-only", type=Path, metavar="RUN",
-                        help="score a run that `mkb lineage` already processed (RUN/lineage)")
+    parser.add_argument("--score-only", type=Path, metavar="RUN", nargs="+",
+                        help="score runs that `mkb lineage` already processed (RUN/lineage); several: pooled")
     args = parser.parse_args()
     if args.score_only:
-        print_rows(score(args.score_only))
+        runs = args.score_only
+        if len(runs) > 1:
+            print(f"pooled over {len(runs)} runs: {', '.join(map(str, runs))}")
+        print_rows(score(runs[0]) if len(runs) == 1 else score_pooled(runs))
         return 0
     run_dir = args.out or Path(tempfile.mkdtemp(prefix="mkb-lineage-fidelity-")) / "run"
     run_dir.parent.mkdir(parents=True, exist_ok=True)
