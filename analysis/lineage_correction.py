@@ -32,32 +32,12 @@ import polars as pl
 from ..claims.annotator_error import AnnotatorError
 from ..records.claims import LineageEdgeRecord
 from .annotator_correction import MIN_SEPARATION, gold_rates
-from .propagation import ClaimNode, category_of, index_chains, lineages, parent_fate
+from .propagation import (ClaimNode, category_of, children_pairs, index_chains, kaplan_meier, lineage_counts,
+                          lineages, parent_fate)
 
 MIN_PURITY = 0.1
 SURVIVAL_AT = (2, 5, 10)
 _OTHER = "__other__"
-
-
-def _arrays(lins: Sequence, chains: Sequence[str], t_max: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per chain, deaths and numbers at risk at t = 1..t_max (Kaplan–Meier bookkeeping, as propagation.survival)."""
-    pos = {c: i for i, c in enumerate(chains)}
-    deaths, risk = np.zeros((len(chains), t_max)), np.zeros((len(chains), t_max))
-    for lin in lins:
-        i, t = pos[lin.chain_id], lin.survived_hops
-        top = min(t if lin.censored else t + 1, t_max)
-        risk[i, :top] += 1
-        if not lin.censored and t + 1 <= t_max:
-            deaths[i, t] += 1
-    return deaths, risk
-
-
-def _km_at(deaths: np.ndarray, risk: np.ndarray, ts: Sequence[int]) -> np.ndarray:
-    """S(t) at `ts` from summed deaths/risk over t = 1..T (last axis); NaN where nobody was at risk."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(risk > 0, 1.0 - deaths / risk, np.nan)
-    curve = np.cumprod(factor, axis=-1)
-    return curve[..., [t - 1 for t in ts]]
 
 
 def _purity(q: np.ndarray, se: np.ndarray, fp: np.ndarray) -> np.ndarray:
@@ -78,10 +58,9 @@ def _reinforced(nodes: Sequence[ClaimNode], edges: Sequence[LineageEdgeRecord], 
             for parent in chain.by_hop.get(hop, ()):
                 if category_of(parent) != category:
                     continue
-                kids = [(e.edge, chain.nodes[(hop + 1, e.child_id)])
-                        for e in chain.children.get((hop, parent.claim_id), ())]
                 parents[chain.chain_id] += 1
-                reinforced[chain.chain_id] += parent_fate(kids, parent)["reinforced"]
+                reinforced[chain.chain_id] += parent_fate(children_pairs(chain, (hop, parent.claim_id)),
+                                                          parent)["reinforced"]
     return np.array([reinforced[c] for c in chains]), np.array([parents[c] for c in chains])
 
 
@@ -95,8 +74,8 @@ def corrected_lineage_metrics(nodes: Sequence[ClaimNode], edges: Sequence[Lineag
     chains = sorted({n.chain_id for n in nodes})
     own, rest = lineages(other, edges, category), lineages(other, edges, _OTHER)
     t_max = max(ts)
-    d_c, r_c = _arrays(own, chains, t_max)
-    d_o, r_o = _arrays(rest, chains, t_max)
+    position = {c: i for i, c in enumerate(chains)}
+    (d_c, r_c, _), (d_o, r_o, _) = (lineage_counts(lins, position, t_max) for lins in (own, rest))
     rf_c, p_c = _reinforced(other, edges, category, chains)
     rf_o, p_o = _reinforced(other, edges, _OTHER, chains)
     # Purity is a property of the sample it weighs: lineage births for survival (a category that outlives the rest
@@ -107,8 +86,9 @@ def corrected_lineage_metrics(nodes: Sequence[ClaimNode], edges: Sequence[Lineag
 
     def estimates(weights: np.ndarray, se: np.ndarray, fp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Raw metrics [B, M], purity [B] and corrected metrics [B, M] for chain weights [B, chains]."""
-        raw_s = _km_at(weights @ d_c, weights @ r_c, ts)
-        other_s = _km_at(weights @ d_o, weights @ r_o, ts)
+        at = [t - 1 for t in ts]   # kaplan_meier's columns are t = 1..t_max
+        raw_s = kaplan_meier(weights @ d_c[:, 1:], weights @ r_c[:, 1:])[:, at]
+        other_s = kaplan_meier(weights @ d_o[:, 1:], weights @ r_o[:, 1:])[:, at]
         with np.errstate(divide="ignore", invalid="ignore"):
             raw_r = (weights @ rf_c) / (weights @ p_c)
             other_r = (weights @ rf_o) / (weights @ p_o)

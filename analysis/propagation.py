@@ -332,7 +332,24 @@ def _lineages(chains: Mapping[str, _Chain], category: str, same_category: bool) 
     return out
 
 
-def _km(deaths: np.ndarray, at_risk: np.ndarray) -> np.ndarray:
+def lineage_counts(lins: Sequence[Lineage], position: Mapping[str, int], t_max: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kaplan-Meier bookkeeping per chain (row `position[chain_id]`), columns t = 0..t_max: deaths, numbers at risk
+    and censorings. A lineage that died after surviving T hops is at risk at t <= T+1 and dies at T+1; one censored
+    after T hops is at risk at t <= T; anything past t_max is left out."""
+    deaths, risk, cens = (np.zeros((len(position), t_max + 1)) for _ in range(3))
+    for lin in lins:
+        i, t = position[lin.chain_id], lin.survived_hops
+        risk[i, 1:min(t if lin.censored else t + 1, t_max) + 1] += 1
+        if lin.censored:
+            if t <= t_max:
+                cens[i, t] += 1
+        elif t + 1 <= t_max:
+            deaths[i, t + 1] += 1
+    return deaths, risk, cens
+
+
+def kaplan_meier(deaths: np.ndarray, at_risk: np.ndarray) -> np.ndarray:
     """Kaplan-Meier S(t) along the last axis (t = 1..T); NaN from the first t with nobody at risk."""
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(at_risk > 0, 1.0 - deaths / at_risk, np.nan)
@@ -357,22 +374,14 @@ def survival(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord], cat
         if not lins:
             continue
         t_max = max(lin.survived_hops + (0 if lin.censored else 1) for lin in lins)
-        pos = {c.chain_id: i for i, c in enumerate(members)}
-        deaths, risk, cens = (np.zeros((len(members), t_max + 1)) for _ in range(3))
-        for lin in lins:
-            i, t = pos[lin.chain_id], lin.survived_hops
-            if lin.censored:
-                risk[i, 1:t + 1] += 1
-                cens[i, t] += 1
-            else:
-                risk[i, 1:t + 2] += 1
-                deaths[i, t + 1] += 1
+        deaths, risk, cens = lineage_counts(lins, {c.chain_id: i for i, c in enumerate(members)}, t_max)
         d, r = deaths.sum(axis=0), risk.sum(axis=0)
-        curve = np.concatenate([[1.0], _km(d[1:], r[1:])])
+        curve = np.concatenate([[1.0], kaplan_meier(d[1:], r[1:])])
         lo = hi = np.full(t_max + 1, np.nan)
         if n_boot > 0:
             w = _weights(len(members), n_boot, seed)
-            reps = np.concatenate([np.ones((n_boot, 1)), _km(w @ deaths[:, 1:], w @ risk[:, 1:])], axis=1)
+            reps = np.concatenate([np.ones((n_boot, 1)), kaplan_meier(w @ deaths[:, 1:], w @ risk[:, 1:])],
+                                  axis=1)
             lo, hi = _percentiles(reps, level)
         ts = [t for t in range(t_max + 1) if t == 0 or r[t] > 0]
         parts.append(pl.DataFrame({
@@ -422,7 +431,8 @@ def parent_fate(children: Sequence[tuple[str, ClaimNode]], parent: ClaimNode) ->
     return {**flags, **{o: outcome == o for o in REINFORCEMENT_OUTCOMES}}
 
 
-def _children_pairs(chain: _Chain, key: Key) -> list[tuple[str, ClaimNode]]:
+def children_pairs(chain: _Chain, key: Key) -> list[tuple[str, ClaimNode]]:
+    """(edge type, child) of the claim `key` = (hop, claim_id) at the next hop: what `parent_fate` reads."""
     return [(e.edge, chain.nodes[(key[0] + 1, e.child_id)]) for e in chain.children.get(key, ())]
 
 
@@ -444,7 +454,7 @@ def reinforcement(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord]
                 cat = category_of(parent)
                 if wanted is not None and cat not in wanted:
                     continue
-                fate = parent_fate(_children_pairs(chain, (hop - 1, parent.claim_id)), parent)
+                fate = parent_fate(children_pairs(chain, (hop - 1, parent.claim_id)), parent)
                 rows.append({"chain_id": chain.chain_id, **{k: gk[k] for k in CHAIN_KEYS + HOP_KEYS}, "hop": hop,
                              "category": cat, "one": 1, **{f: int(fate[f]) for f in flag_names}})
     return _per_hop(rows, keys, flag_names, {f"share_{o}": o for o in REINFORCEMENT_OUTCOMES}, "n_parents",

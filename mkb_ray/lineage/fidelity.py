@@ -14,7 +14,6 @@ campaign these scores are made on (chain-100-synthetic's claim law);
 """
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from dataclasses import replace
@@ -24,13 +23,12 @@ from typing import Optional, Sequence
 import polars as pl
 
 from ..analysis.propagation import ClaimNode, headline_table, prevalence, reinforcement, survival
-from ..claims.support import evidence_from_record, judge_support
-from ..records import AttemptRecord
-from ..records.claims import EvidenceItem, LineageEdgeRecord
+from ..claims.support import judge_support
+from ..records.claims import LineageEdgeRecord
 from ..store import RunStore
 from ..synthetic import ClaimContext, SyntheticSpec, evolve, fresh_claims, parse_skill, render_skill
 from ..synthetic.spec import STYLED_TEXT
-from .pipeline import chain_hops
+from .pipeline import chain_hops, trial_evidence
 
 # Generator seeds the segmenter, matcher and annotators were tuned against (issue 26). Add a seed here before
 # looking at its numbers while changing the pipeline; everything else is held out.
@@ -154,11 +152,6 @@ def closure_numbers(nodes: Sequence[ClaimNode], edges: Sequence[LineageEdgeRecor
     return out
 
 
-def _evidence(store: RunStore, trial_id: str) -> list[EvidenceItem]:
-    text = store.record_json(trial_id)
-    return evidence_from_record(AttemptRecord.model_validate(json.loads(text))) if text else []
-
-
 def truth_from_store(run_dir: Path) -> Graph:
     """The generator's graph of every chain, from the ground-truth comments of the stored SKILL.md files, each
     claim with the support its attempt's verdicts give its text (see the module docstring)."""
@@ -169,7 +162,7 @@ def truth_from_store(run_dir: Path) -> Graph:
             if [h.hop for h in hops] != list(range(hops[0].hop, hops[0].hop + len(hops))):
                 raise ValueError(f"{chain_id}: hops {[h.hop for h in hops]} are not consecutive")
             for h in hops:
-                evidence = _evidence(store, h.trial.trial_id)
+                evidence = trial_evidence(store, h.trial.trial_id)
                 for c in parse_skill(store.skill_text_of(h.trial.skill_sha or "") or ""):
                     nodes.append(ClaimNode(chain_id, h.hop, c.claim_id, c.category, c.modality,
                                            judge_support(c.text, evidence).support))
@@ -218,15 +211,11 @@ def score_pooled(run_dirs: Sequence[Path]) -> list[dict]:
     for k, run_dir in enumerate(run_dirs):
         for name, (nodes, edges) in (("truth", truth_from_store(run_dir)),
                                      ("shipped", shipped_from_files(run_dir / "lineage"))):
-            pooled[name][0].extend(_replace_chain(n, f"run{k}/{n.chain_id}") for n in nodes)
+            pooled[name][0].extend(replace(n, chain_id=f"run{k}/{n.chain_id}") for n in nodes)
             pooled[name][1].extend(e.model_copy(update={"chain_id": f"run{k}/{e.chain_id}"}) for e in edges)
     nodes, edges = pooled["shipped"]
     categories = sorted({n.category for n in nodes if n.category is not None})
     return _scored(pooled["truth"], pooled["shipped"], headline_table(nodes, edges, categories=categories))
-
-
-def _replace_chain(node: ClaimNode, chain_id: str) -> ClaimNode:
-    return replace(node, chain_id=chain_id)
 
 
 def _scored(truth_graph: Graph, shipped_graph: Graph, shipped_headline: pl.DataFrame) -> list[dict]:

@@ -6,14 +6,14 @@ The matcher sees only texts and the annotator's modality (never synthetic ground
    behind other framing: the two end in the same run of words, which covers at least FRAMED_COPY_SHARE of the
    shorter one, and what differs in front is a short lead-in or a table cell ("Keep in mind that <claim>", "3 |
    <claim>"). Writers add and drop such framing between hops without touching the claim;
-2. otherwise its parent is the most similar parent claim if that similarity reaches `threshold` (calibrated on
-   the gold lineage set), else the child is born at hop k. Similarity is the cosine of MiniLM vectors *centred* on
-   the mean vector of the two hops' claims: every claim of a SKILL.md names the same operation, DSL and GPU, and
-   that shared part made unrelated claims look alike (raw cosine: a claim born at hop k found a wrong parent
-   above the threshold about one time in four on stripped synthetic chains). A parent that a child already
-   copies verbatim is taken by another child only at `carried_threshold` (a claim is rarely copied and
-   paraphrased at one hop, while a new claim next to a copied one often resembles it), and a parent whose own
-   most similar child is another one only at `one_sided_threshold` (the match is not mutual);
+2. otherwise children and the parents no child copies pair up greedily, most similar pair first, one child per
+   parent, where the similarity reaches `threshold` (calibrated on the gold lineage set); a child left over takes its
+   most similar parent only at `one_sided_threshold`, else it is born at hop k. Similarity is the cosine of MiniLM
+   vectors *centred* on the mean vector of the two hops' claims: every claim of a SKILL.md names the same operation,
+   DSL and GPU, and that shared part made unrelated claims look alike (raw cosine: a claim born at hop k found a
+   wrong parent above the threshold about one time in four on stripped synthetic chains). A parent that a child
+   already copies verbatim is taken by another child only at `carried_threshold` (a claim is rarely copied and
+   paraphrased at one hop, while a new claim next to a copied one often resembles it);
 3. a child that also resembles a second parent (≥ `merge_threshold`) which no other child took is `merged` from
    both; a parent that two or more non-copied children took as their best match, each shorter than it, is `split`;
 4. a single-parent edge is `contradicted` when exactly one side carries a negation and the two share at least half
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..records.claims import MODALITIES, EdgeType, LineageEdgeRecord
 
-MATCHER_VERSION = "match-v3"   # v3: copies behind other framing (rule 1)
+MATCHER_VERSION = "match-v3"   # v3: framed copies, greedy pairing, pieces sharing their sentence's fate (rules 1, 2, 5)
 # Centred-cosine cuts, chosen on the gold lineage set (tests/gold/lineage: edge P 0.829 / R 0.775, where match-v1's
 # raw cosine at 0.62 gave 0.811 / 0.709) and on stripped synthetic chains (docs/metrics.md, "Validation").
 DEFAULT_THRESHOLD = 0.40
@@ -208,7 +208,7 @@ def match_hops(chain_id: str, hop: int, parents: Sequence[MatchClaim], children:
             kind = "copied" if i in copied else ("split" if is_split and i in free else
                                                  edge_type(parents[j], children[i]))
             add(j, i, kind)
-    for j, i in _sibling_links(parents, children, sims, [(pj, ci) for pj, ci in _pairs(edges, parents, children)]):
+    for j, i in _sibling_links(parents, children, sims, _pairs(edges, parents, children)):
         add(j, i, edge_type(parents[j], children[i]))
     return edges
 

@@ -82,7 +82,8 @@ def chain_hops(rows: Sequence[TrialRow], only: Optional[str] = None) -> dict[str
     return {c: sorted(hops, key=lambda h: h.hop) for c, hops in sorted(chains.items())}
 
 
-def _evidence(store: RunStore, trial_id: str) -> list[EvidenceItem]:
+def trial_evidence(store: RunStore, trial_id: str) -> list[EvidenceItem]:
+    """The evidence items of a trial's stored record ([] when it has none or it cannot be read, with a warning)."""
     text = store.record_json(trial_id)
     if not text:
         return []
@@ -158,7 +159,7 @@ class LineagePipeline:
                 claims = [c for c in by_skill.get(sha, []) if c.claim_id not in have]
                 if not claims:
                     continue
-                records += self.annotator.annotate(claims, _evidence(self.store, first_trial[sha]))
+                records += self.annotator.annotate(claims, trial_evidence(self.store, first_trial[sha]))
             self.store.write_annotations(records)
             summary.claims_annotated += len(records)
             summary.unannotated += sum(r.status != "annotated" for r in records)

@@ -36,8 +36,9 @@ _INLINE_COMMENT = re.compile(r"[ \t]*<!--(?:(?!-->).)*-->(?=[ \t]*(?:\n|\Z))|<!-
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _MIXED_HEADINGS = ("Summary", "Details", "Odds and ends", "Also")
 _SECTION_BULLETS_PROB = 0.6
-# How a joined pair of claims is put together, with relative weights: "A; b", "A, and b", "A — b".
-_JOINERS = (("; ", 0.6), (", and ", 0.25), (" — ", 0.15))
+# How a joined pair of claims is put together — "A; b", "A, and b", "A — b" — with cumulative weights 0.6, 0.25, 0.15.
+_JOINERS = ("; ", ", and ", " — ")
+_JOINER_CUM = (0.6, 0.85, 1.0)
 _CAPITALISED_WORD = re.compile(r"[A-Z][a-z]+\b")
 
 
@@ -96,12 +97,7 @@ def _narrated(claims: list[SyntheticClaim], layout: SkillLayout, rng: random.Ran
         item = (f"{LEAD_INS[int(rng.random() * len(LEAD_INS))]} {_tagged(c, lower=True)}"
                 if rng.random() < layout.lead_in_share and not c.text.endswith("?") else _tagged(c))
         if k + 1 < len(claims) and item.endswith(".") and rng.random() < layout.compound_share:
-            r, joiner = rng.random(), _JOINERS[-1][0]
-            for candidate, weight in _JOINERS:
-                if r < weight:
-                    joiner = candidate
-                    break
-                r -= weight
+            joiner = pick(rng, _JOINERS, _JOINER_CUM)
             items += [f"{item[:-1]}{joiner}{_tagged(claims[k + 1], lower=True)}", None]
             k += 2
             continue
@@ -233,10 +229,9 @@ def _follows(text: str, at: int, body: str) -> bool:
     for form in dict.fromkeys((body, _decap(body))):
         if text.startswith(form, at):
             return True
-        if form.endswith(".") and text.startswith(form[:-1], at):
-            rest = text[at + len(form) - 1:]
-            if any(rest.startswith(joiner) for joiner, _ in _JOINERS):
-                return True
+        if form.endswith(".") and text.startswith(form[:-1], at) and \
+                any(text.startswith(joiner, at + len(form) - 1) for joiner in _JOINERS):
+            return True
     return False
 
 
