@@ -32,7 +32,7 @@ from .pipeline import chain_hops, trial_evidence
 
 # Generator seeds the segmenter, matcher and annotators were tuned against (issue 26). Add a seed here before
 # looking at its numbers while changing the pipeline; everything else is held out.
-TUNING_SEEDS = (0, 1, 2, 3)
+TUNING_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)  # 4-7 added in session 19, before their numbers were looked at
 CLOSURE = "unsupported_closure"
 SURVIVAL_TS = (1, 2, 5, 10, 20)
 SURVIVAL_AT = (2, 5, 10)   # issue 26's targets
