@@ -145,6 +145,8 @@ def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache
                          "baseline_source": verdict.baseline_source, "wall_s": time.perf_counter() - started,
                          # --jobs > 1: the time this judgement waited for another to finish timing on the GPU
                          "lock_wait_s": (verdict.phases_s or {}).get("device_lock_wait", 0.0),
+                         # where the evaluation wall goes (setup, compile, correctness, timing...): the <= 3 s target
+                         "phases_s": verdict.phases_s, "compile_s": verdict.compile_s,
                          "trip_positions": next((c.detail for c in verdict.checks if c.name == "trip_positions"),
                                                 None),
                          # issue 25's foreign-kernel evidence: profiled time in kernels no DSL compile produced

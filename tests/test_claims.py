@@ -211,3 +211,17 @@ def test_a_broken_annotator_error_record_is_named_not_ignored(tmp_path):
     broken.write_text('{"offline-v1": {"annotator": "offline-v1"}}')
     with pytest.raises(ValueError, match="entry 'offline-v1'"):
         recorded_error("offline-v1", broken)
+
+
+def test_gold_check_validates_named_files_and_fails_on_nothing_to_check(tmp_path, capsys):
+    from mkb_ray.claims.gold import _check
+    good = sorted(GOLD.glob("*.yaml"))[0]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("split: ", "split: nonsense_", 1))
+    assert _check([str(good)]) == 0
+    assert _check([str(good), str(bad)]) == 1
+    assert "bad.yaml" in capsys.readouterr().out
+    assert _check([str(tmp_path / "missing.yaml")]) == 1      # a typo is not a pass
+    assert _check([str(tmp_path / "empty")]) == 1
+    (tmp_path / "empty").mkdir()
+    assert _check([str(tmp_path / "empty")]) == 1           # nothing found to check is not a pass

@@ -130,21 +130,41 @@ def load_gold_chains(directory: Path) -> list[tuple[Path, GoldChain]]:
     return [(p, _load(p, GoldChain)) for p in sorted(directory.glob("*.yaml"))]  # type: ignore[misc]
 
 
+def _gold_files(paths: list[str]) -> list[Path]:
+    """The YAML files named, or inside the folders named; a path that is neither is an error, as is finding none
+    (a check that found nothing to check must not pass)."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(path.glob("*.yaml")))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise GoldFileError(f"{path}: no such file or folder")
+    if not files:
+        raise GoldFileError(f"no gold files (*.yaml) in {', '.join(paths)}")
+    return files
+
+
 def _check(paths: list[str]) -> int:
     bad = 0
-    for root in map(Path, paths):
-        for path in sorted(root.glob("*.yaml")):
-            text = path.read_text()
-            model = GoldChain if "hops:" in text else GoldSkill
-            try:
-                gold = _load(path, model)
-            except GoldFileError as error:
-                bad += 1
-                print(f"BAD  {error}")
-                continue
-            count = (sum(len(h.claims) for h in gold.hops) if isinstance(gold, GoldChain)  # type: ignore[union-attr]
-                     else len(gold.claims))  # type: ignore[union-attr]
-            print(f"ok   {path} ({model.__name__}, {count} claims)")
+    try:
+        files = _gold_files(paths)
+    except GoldFileError as error:
+        print(f"BAD  {error}")
+        return 1
+    for path in files:
+        text = path.read_text()
+        model = GoldChain if "hops:" in text else GoldSkill
+        try:
+            gold = _load(path, model)
+        except GoldFileError as error:
+            bad += 1
+            print(f"BAD  {error}")
+            continue
+        count = (sum(len(h.claims) for h in gold.hops) if isinstance(gold, GoldChain)  # type: ignore[union-attr]
+                 else len(gold.claims))  # type: ignore[union-attr]
+        print(f"ok   {path} ({model.__name__}, {count} claims)")
     return 1 if bad else 0
 
 
