@@ -128,6 +128,11 @@ class LaunchMonitor:
             record.launch_us += (time.perf_counter() - started) * 1e6
             return result
         views = [self._torch_view(a) for a in args]
+        # The snapshot is taken with the device idle: work the candidate queued on another stream (zeroing its
+        # outputs, say) is not ordered before a clone on the current one, which could otherwise read the buffers
+        # after this launch already wrote them and see nothing written (H200, 2026-12-05: a side-stream launch
+        # left unpoisoned, so knockout failed it for the wrong reason).
+        self._sync()
         before = [v.clone() if v is not None else None for v in views]
         result = kernel(*args, **kwargs)
         self._sync()
