@@ -19,7 +19,7 @@ seeds not in fidelity.TUNING_SEEDS).
 
     python3 benchmarks/lineage_fidelity.py --text styled --seed 7  # ~1 min on 2 cores
     python3 benchmarks/lineage_fidelity.py --text styled --seed 51 52 53 54 55 56 57 58 --out /tmp/lf
-        # each seed, then all pooled: one run's survival at 10 hops scatters by ~8 points, a pool of 8 by ~3
+        # each seed, then all pooled: one run's survival at 10 hops scatters by ~8 points, a pool of 8 by ~4
     python3 benchmarks/lineage_fidelity.py --hops 10 --problems 2 --out /tmp/lf   # a quick look
 """
 from __future__ import annotations
