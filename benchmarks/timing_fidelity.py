@@ -18,7 +18,8 @@ Printed per (problem, DSL), side by side: kernel_ms and eager_ms medians of both
 faster one judgement of the same kernel can look than another; the goal is <= 5 % for kernels >= 50 µs, <= 15 %
 for 10-50 µs), the judge's own-clock figure `kernel_wall_ms` (the upper bound it keeps) and the median evaluation
 wall with cached baselines (net of waits for the device lock while another row times; rows recorded before
-2026-12-05 include them), and whether any profiled kernel was one no DSL compile produced (the foreign-kernel
+2026-12-05 include them; with --jobs 1 every spare checker is warm when a judgement starts, as after an agent's
+turn) with the part of it spent compiling the submission, and whether any profiled kernel was one no DSL compile produced (the foreign-kernel
 evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out` (JSON per row as it finishes,
 so a run cut short resumes with `--resume`) and a table to stdout.
 
@@ -38,7 +39,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # timing_noise's statistics and evaluator_overhead's pool wait
@@ -128,12 +129,15 @@ def run_inprocess(rows: list[tuple[str, str]], runs: int) -> list[dict[str, Any]
 # --- the judge ---------------------------------------------------------------------------------------------------
 
 def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache_dir: Path,
-               device_lock: Path, per_trip: Optional[int] = None) -> list[dict[str, Any]]:
+               device_lock: Path, per_trip: Optional[int] = None,
+               between: Callable[[], float] = lambda: 0.0) -> list[dict[str, Any]]:
+    """`runs` judgements; `between()` runs before each, outside its clock (waits for warm spares, see `main`)."""
     from mkb_ray.judge import JudgeOptions, judge_kernel
 
     verdicts = []
     options = JudgeOptions(compile_baseline=False, draws_per_trip=per_trip)
     for _ in range(runs):
+        spare_wait_s = between()
         started = time.perf_counter()
         verdict = judge_kernel(problem, kernel, dsl, "cuda", seed=None, options=options,
                                pool=pool, baseline_cache_dir=cache_dir, device_lock=device_lock)
@@ -143,6 +147,7 @@ def judge_runs(problem: Any, kernel: Path, dsl: str, runs: int, pool: Any, cache
                          "kernel_wall_ms": verdict.kernel_wall_ms, "eager_wall_ms": verdict.eager_wall_ms,
                          "timing_method": verdict.timing_method, "late_draws": verdict.late_draws,
                          "baseline_source": verdict.baseline_source, "wall_s": time.perf_counter() - started,
+                         "spare_wait_s": spare_wait_s,
                          # --jobs > 1: the time this judgement waited for another to finish timing on the GPU
                          "lock_wait_s": (verdict.phases_s or {}).get("device_lock_wait", 0.0),
                          # where the evaluation wall goes (setup, compile, correctness, timing...): the <= 3 s target
@@ -189,6 +194,9 @@ def summarise(row: dict[str, Any]) -> dict[str, Any]:
                    # judgement timing, --jobs > 1) taken off.
                    wall_s_cached=statistics.median([v["wall_s"] - (v.get("lock_wait_s") or 0.0) for v in passing
                                                     if v["baseline_source"] == "cached"] or [float("nan")]),
+                   # Of it, compiling the submission (a new one always pays this; TVM's NVRTC path dominates TIRx).
+                   compile_s=statistics.median([v["compile_s"] for v in passing if v["baseline_source"] == "cached"
+                                                and v.get("compile_s") is not None] or [float("nan")]),
                    late_draws=sum(v["late_draws"] or 0 for v in passing),
                    method=passing[0]["timing_method"])
     if "kernel_ms" in out and "ip_kernel_ms" in out:
@@ -217,7 +225,7 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
     the lead (host launch path included), for comparison."""
     print(f"{'problem':34} {'dsl':8} {'judge k_ms':>10} {'in-proc':>9} {'ratio':>6} {'events':>8} {'judge e_ms':>10} "
           f"{'in-proc':>9} {'ratio':>6} {'events':>8} {'speedup j/ip':>14} {'p95 judge':>9} {'p95 ip':>7} "
-          f"{'p95 ev':>7} {'goal':>5} {'wall k_ms':>9} {'eval s':>6}  pass ref")
+          f"{'p95 ev':>7} {'goal':>5} {'wall k_ms':>9} {'eval s':>6} {'compile':>7}  pass ref")
     for s in summaries:
         print(f"{s['problem_id']:34} {s['dsl']:8} {fmt(s.get('kernel_ms')):>10} {fmt(s.get('ip_kernel_ms')):>9} "
               f"{fmt(s.get('kernel_ratio'), '.3f'):>6} {fmt(s.get('ev_kernel_ms')):>8} {fmt(s.get('eager_ms')):>10} "
@@ -225,7 +233,8 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
               f"{fmt(s.get('speedup'), '.2f'):>6}/{fmt(s.get('ip_speedup'), '.2f'):<7} {pct(s.get('pair_p95')):>9} "
               f"{pct(s.get('ip_pair_p95')):>7} {pct(s.get('ev_pair_p95')):>7} "
               f"{('yes' if s.get('goal_met') else 'NO'):>5} "
-              f"{fmt(s.get('kernel_wall_ms')):>9} {fmt(s.get('wall_s_cached'), '.2f'):>6}  "
+              f"{fmt(s.get('kernel_wall_ms')):>9} {fmt(s.get('wall_s_cached'), '.2f'):>6} "
+              f"{fmt(s.get('compile_s'), '.2f'):>7}  "
               f"{s['passed']}/{s['judged']} {s['reference']}")
         for failure in s["failures"]:
             print(f"    failed: {failure[:160]}")
@@ -330,11 +339,19 @@ def main() -> int:
         wait_for_spare(pool)
         lock = Path(cache) / "device.lock"
 
+        def spares_warm() -> float:
+            """Back-to-back judgements would each find the spare handed out before still importing torch and its
+            DSL (5-10 s, beside the judgement): with --jobs 1, wait until every spare is warm, as it is after an
+            agent's turn, so that the evaluation wall is the judgement's own (rows before 2026-12-05 did not)."""
+            waited = time.perf_counter()
+            pool.wait_warm(120.0, every=args.jobs == 1)
+            return time.perf_counter() - waited
+
         def one_row(problem: Any, dsl: str) -> None:
             inproc = next(r for r in reference[dsl] if r["problem_id"] == problem.problem_id)
             row = {"problem_id": problem.problem_id, "dsl": dsl, "per_trip": args.draws_per_trip, "inprocess": inproc,
                    "judge": judge_runs(problem, problem.solutions[dsl], dsl, args.runs, pool, Path(cache), lock,
-                                       args.draws_per_trip)}
+                                       args.draws_per_trip, between=spares_warm)}
             row_path(out, problem.problem_id, dsl, args.draws_per_trip).write_text(json.dumps(row, indent=1))
             print_table([summarise(row)])
             print(f"  ({time.perf_counter() - started:.0f} s so far)", flush=True)

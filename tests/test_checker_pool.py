@@ -16,8 +16,9 @@ from mkb_ray.judge.process import CheckerProcess
 
 @pytest.mark.judge
 def test_spare_says_warm_once_its_kernel_process_is_up():
-    with CheckerPool("cpu", spares=1) as pool:
-        assert pool.wait_warm(120), "a healthy spare never said it was warm"
+    with CheckerPool("cpu", spares=2) as pool:
+        assert pool.wait_warm(120, every=True), "a healthy spare never said it was warm"
+        assert all(spare.warm() for spare in pool._ready) and len(pool._ready) == 2, "every=True left one cold"
         spare = pool._ready[0]
         assert spare.alive() and spare.warm(), "warm is not sticky"
         # The kernel process runs beside the waiting checker: under it (bubblewrap and the runner), or forked from

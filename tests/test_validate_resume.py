@@ -70,3 +70,21 @@ def test_resume_needs_a_report_and_refuses_a_foreign_file(tmp_path: Path):
     foreign.write_text('{"something": "else"}')
     refused = validate(foreign, "--resume")
     assert refused.returncode == 2 and str(foreign) in refused.stderr and "not a validate report" in refused.stderr
+
+
+def test_a_problem_short_of_device_memory_is_told_apart_from_a_failing_solution():
+    """`validate --jobs N` on a GPU validates a problem again alone when one of its rows ran out of device memory
+    beside another job (what the H100 run of 2026-12-05 hit); these are the verdict messages it goes by."""
+    from mkb_ray.judge.validate import ValidationRow, short_of_device_memory
+
+    def row(ok: bool, summary: str) -> ValidationRow:
+        return ValidationRow("attention/18_rope_fused_decode", "cutedsl", ok, summary)
+
+    torch_oom = "solve raised OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total"
+    driver_oom = "AcceleratorError: CUDA error: out of memory"
+    assert short_of_device_memory([row(True, "3 screens hold"), row(False, torch_oom)])
+    assert short_of_device_memory([row(False, driver_oom)])
+    assert not short_of_device_memory([row(False, "output 0 mismatch: max abs err 3.1 at [0, 5]")])
+    # The judge's own memory limit on the process tree is the kernel's fault, not the neighbour's.
+    assert not short_of_device_memory([row(False, "killed: resident memory exceeded 32768 MiB")])
+    assert not short_of_device_memory([row(True, torch_oom)])

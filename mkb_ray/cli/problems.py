@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="validate N problems at once. On one GPU they share it for compiles and correctness but "
                             "each times alone on the device (a device lock); the host is still shared, so "
                             "launch-bound timings move, and CPU-target timings share the cores: record speedups "
-                            "you will quote with the default 1")
+                            "you will quote with the default 1. A problem that runs out of device memory beside "
+                            "another job is validated again alone afterwards (its rows say so)")
     check.add_argument("--report", type=Path, metavar="FILE",
                        help="also write the full JSON report (every verdict) to this file, after every row")
     check.add_argument("--resume", action="store_true",

@@ -299,13 +299,15 @@ class CheckerPool:
             self._drop_dead()
             return self._ready.pop(0) if self._ready else self.start_checker(device, self.dsls)
 
-    def wait_warm(self, timeout_s: float = 120.0) -> bool:
-        """Wait until the next spare `take` would hand out has finished starting; False when there is none or it
-        did not warm up within `timeout_s` (an evaluator can wait here between an agent's submissions)."""
+    def wait_warm(self, timeout_s: float = 120.0, every: bool = False) -> bool:
+        """Wait until the next spare `take` would hand out has finished starting (`every`: all spares, so that none
+        is still importing beside the next judgement, as after an agent's turn); False when there is none or one did
+        not warm up within `timeout_s` (an evaluator can wait here between an agent's submissions)."""
         with self._lock:
             self._drop_dead()
-            spare = self._ready[0] if self._ready else None
-        return spare is not None and spare.warm(timeout_s)
+            spares = list(self._ready if every else self._ready[:1])
+        deadline = time.monotonic() + timeout_s
+        return bool(spares) and all(spare.warm(max(0.0, deadline - time.monotonic())) for spare in spares)
 
     def replenish(self) -> None:
         """Start spares up to `spares` again (after a judgement, see `take`)."""
