@@ -19,9 +19,9 @@ faster one judgement of the same kernel can look than another; the goal is <= 5 
 for 10-50 µs), the judge's own-clock figure `kernel_wall_ms` (the upper bound it keeps) and the median evaluation
 wall with cached baselines (net of waits for the device lock while another row times; rows recorded before
 2026-12-05 include them; with --jobs 1 every spare checker is warm when a judgement starts, as after an agent's
-turn) with the part of it spent compiling the submission, and whether any profiled kernel was one no DSL compile produced (the foreign-kernel
-evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out` (JSON per row as it finishes,
-so a run cut short resumes with `--resume`) and a table to stdout.
+turn) with the part of it spent compiling the submission, and whether any profiled kernel was one no DSL compile
+produced (the foreign-kernel evidence, `work_evidence.unnamed_us`). Nothing is asserted. Results go to `--out`
+(JSON per row as it finishes, so a run cut short resumes with `--resume`) and a table to stdout.
 
     python3 benchmarks/timing_fidelity.py --out /tmp/fidelity          # on the H200, ~10 min
     python3 benchmarks/timing_fidelity.py --families mlp_norm moe --runs 3 --out /tmp/f   # a quick look
