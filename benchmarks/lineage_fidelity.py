@@ -35,7 +35,8 @@ from typing import Iterable
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mkb_ray.lineage.fidelity import PROBLEMS, TUNING_SEEDS, campaign_yaml, score, score_pooled  # noqa: E402
+from mkb_ray.lineage.fidelity import (PROBLEMS, TUNING_SEEDS, USED_HELD_OUT_SEEDS, campaign_yaml, score,  # noqa: E402
+                                      score_pooled)
 
 
 def print_rows(rows: Iterable[dict]) -> None:
@@ -65,7 +66,9 @@ def campaign(args: argparse.Namespace, seed: int, run_dir: Path) -> None:
     for annotator in args.annotator or ["offline"]:
         began = time.perf_counter()
         run([sys.executable, "-m", "mkb_ray.cli", "lineage", str(run_dir), "--no-plots", "--annotator", annotator])
-        tuned = "a TUNING seed" if seed in TUNING_SEEDS else "held out"
+        tuned = ("a TUNING seed" if seed in TUNING_SEEDS else
+                 "held out, scored before: see fidelity.USED_HELD_OUT_SEEDS" if seed in USED_HELD_OUT_SEEDS else
+                 "held out")
         print(f"SYNTHETIC lineage fidelity: {args.text} text, {args.problems} problems x 2 start DSLs x {args.hops} "
               f"hops, seed {seed} ({tuned}), annotator {annotator} (mkb run {ran:.0f} s, mkb lineage "
               f"{time.perf_counter() - began:.0f} s; {run_dir})", flush=True)
@@ -102,8 +105,10 @@ def main() -> int:
         campaign(args, seed, run_dir)
     if len(runs) > 1:
         tuned = [s for s in args.seed if s in TUNING_SEEDS]
+        reused = [s for s in args.seed if s in USED_HELD_OUT_SEEDS]
         print(f"pooled over seeds {' '.join(map(str, args.seed))} "
-              f"({'TUNING seeds among them: ' + ' '.join(map(str, tuned)) if tuned else 'all held out'}), "
+              f"({'TUNING seeds among them: ' + ' '.join(map(str, tuned)) if tuned else 'all held out'}"
+              f"{'; scored before: ' + ' '.join(map(str, reused)) if reused else ''}), "
               f"as the last --annotator wrote them")
         print_rows(score_pooled(runs))
     return 0

@@ -10,7 +10,7 @@ from typing import Optional
 from ..claims.embeddings import SentenceEncoder, shared_encoder
 from ..claims.gold import load_gold_chains
 from ..claims.offline import modality_of
-from ..claims.segment import segment
+from ..claims.segment import segment, sentence_ids
 from .match import DEFAULT_THRESHOLD, MatchClaim, match_hops
 
 
@@ -50,7 +50,10 @@ def score_matcher(directory: Path, encoder: Optional[SentenceEncoder] = None,
                 overlap, gid = max(((min(b, claim.end) - max(a, claim.start), g) for g, a, b in spans),
                                    default=(0, None))
                 to_gold[claim.claim_id] = gid if overlap > 0 else None
-            match = [MatchClaim(c.claim_id, c.text, modality_of(c.text)) for c in claims]
+            # As `mkb lineage` builds them (pipeline.py), sentence ids included: rule 5 links pieces by sentence.
+            sentences = sentence_ids(hop.skill, claims)
+            match = [MatchClaim(c.claim_id, c.text, modality_of(c.text), sentence)
+                     for c, sentence in zip(claims, sentences)]
             vectors = encoder.encode([c.text for c in claims])
             if previous is not None:
                 for e in match_hops(chain.chain, hop.hop, previous[0], match, previous[1], vectors,
