@@ -121,6 +121,8 @@ def run_validate(args: argparse.Namespace) -> int:
     done: list = list(kept)
 
     def progress(row) -> None:
+        # A row judged again (a problem validated alone after running out of device memory) replaces the first.
+        done[:] = [r for r in done if (r.problem_id, r.variant) != (row.problem_id, row.variant)]
         done.append(row)
         if args.report:  # rewritten after every row: a run cut short keeps every verdict it reached
             _write_report(args.report, done, finished=False)
