@@ -8,8 +8,9 @@ Definitions (docs/metrics.md, "Paired outcomes"):
   anything else is
   **neutral** — a skipped skill attempt (nothing was transferred) included. T = help share, H = harm share.
 - **ΔGM** = exp(mean over cells of the cell's mean log(base e2e / skill e2e)) − 1, unclipped, where an attempt's
-  end-to-end time is its final kernel time when it passed, else `fail_factor` × the eager time (it falls back to
-  PyTorch; `fail_factor` 1 by default); a skipped skill attempt takes the base's time (ratio 1).
+  end-to-end time is its final kernel time when it passed, else `fail_factor` × the problem's eager time (one per
+  target and problem for the run, both arms alike, so a fail against a fail is exactly 0; it falls back to PyTorch;
+  `fail_factor` 1 by default); a skipped skill attempt takes the base's time (ratio 1).
 - Confidence intervals: percentile bootstrap that resamples cells (with all their replicates), `n_boot` replicates
   from numpy's default_rng(seed).
 """
@@ -81,10 +82,14 @@ def outcome(cr: CellReplicate, rules: PairingRules = PairingRules()) -> Outcome:
 
 
 def end_to_end_ms(attempt: Attempt, eager_ms: Optional[float], rules: PairingRules) -> Optional[float]:
-    """The attempt's final kernel time when it passed, else the (problem's) eager time × fail_factor."""
+    """The attempt's final kernel time when it passed, else the problem's eager time × fail_factor. `eager_ms` is
+    one time per (target, problem) of the run (`problem_eager_ms`), the same for both arms: each attempt's own
+    eager measurement differs by the judge's noise (and the cached baseline is re-measured now and then), which
+    made a fail against a fail read as a speed change. The attempt's own time stands in only where the run has
+    none."""
     if attempt.passed and attempt.kernel_ms:
         return attempt.kernel_ms
-    eager = attempt.eager_ms or eager_ms
+    eager = eager_ms or attempt.eager_ms
     return eager * rules.fail_factor if eager else None
 
 
@@ -101,8 +106,8 @@ def log_ratio(cr: CellReplicate, eager_ms: Optional[float], rules: PairingRules)
 
 
 def problem_eager_ms(replicates: Sequence[CellReplicate]) -> dict[tuple[str, str], float]:
-    """The median eager time per (target, problem) over every attempt that measured one: the fallback time of a
-    failed attempt whose own verdict has none (it did not compile, so eager never ran)."""
+    """The median eager time per (target, problem) over every attempt that measured one: the end-to-end time of a
+    failed attempt (`end_to_end_ms`), one value for both arms."""
     seen: dict[tuple[str, str], list[float]] = defaultdict(list)
     for cr in replicates:
         for a in (cr.source, cr.base, cr.skill):

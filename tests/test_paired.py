@@ -82,6 +82,19 @@ def test_groups_by_family_and_a_failed_attempts_fallback_time():
     assert only["dgm"] == pytest.approx(0.25 / 2 - 1)
 
 
+def test_a_fail_against_a_fail_is_no_change_whatever_eager_time_each_verdict_measured():
+    """Issue 27: each verdict measures eager itself (the cached baseline is re-measured now and then), so two
+    failed attempts carry different eager times; their end-to-end times are one problem-level eager time (the
+    median over the run's attempts: 1.0, 1.0, 1.2 -> 1.0), so the pair's log ratio is exactly 0."""
+    fails = [cr(a("pass", 0.5, eager=1.0), a("fail", eager=1.0), a("fail", eager=1.2), "mlp_norm/p1")]
+    r = paired_table(fails, by=(), n_boot=0).row(0, named=True)
+    assert r["dgm"] == 0.0 and r["n_neutral"] == 1
+    # A pass against a fail still counts the pass's time against that same eager time: base fail, skill pass at
+    # 0.5 ms -> log(1.0 / 0.5), although the skill's own verdict read eager as 1.2 ms.
+    mixed = [cr(a("pass", 0.5, eager=1.0), a("fail", eager=1.0), a("pass", 0.5, eager=1.2), "mlp_norm/p1")]
+    assert paired_table(mixed, by=(), n_boot=0).row(0, named=True)["dgm"] == pytest.approx(1.0)
+
+
 def test_bootstrap_intervals_contain_the_estimate():
     many = FIXTURE * 4  # same cells repeated under distinct problem ids, so the bootstrap has 20 cells to draw
     many = [cr(c.source, c.base, c.skill, f"{c.family}/q{i}") for i, c in enumerate(many)]
