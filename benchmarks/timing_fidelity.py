@@ -194,7 +194,7 @@ def summarise(row: dict[str, Any]) -> dict[str, Any]:
                    # judgement timing, --jobs > 1) taken off.
                    wall_s_cached=statistics.median([v["wall_s"] - (v.get("lock_wait_s") or 0.0) for v in passing
                                                     if v["baseline_source"] == "cached"] or [float("nan")]),
-                   # Of it, compiling the submission (a new one always pays this; TVM's NVRTC path dominates TIRx).
+                   # Of it, compiling the submission (a new one always pays this; TVM's CUDA build dominates TIRx's).
                    compile_s=statistics.median([v["compile_s"] for v in passing if v["baseline_source"] == "cached"
                                                 and v.get("compile_s") is not None] or [float("nan")]),
                    late_draws=sum(v["late_draws"] or 0 for v in passing),
