@@ -82,15 +82,14 @@ def outcome(cr: CellReplicate, rules: PairingRules = PairingRules()) -> Outcome:
 
 
 def end_to_end_ms(attempt: Attempt, eager_ms: Optional[float], rules: PairingRules) -> Optional[float]:
-    """The attempt's final kernel time when it passed, else the problem's eager time × fail_factor. `eager_ms` is
-    one time per (target, problem) of the run (`problem_eager_ms`), the same for both arms: each attempt's own
-    eager measurement differs by the judge's noise (and the cached baseline is re-measured now and then), which
-    made a fail against a fail read as a speed change. The attempt's own time stands in only where the run has
-    none."""
+    """The attempt's final kernel time when it passed, else the problem's eager time × fail_factor (None when the
+    run never measured one). `eager_ms` is one time per (target, problem) of the run (`problem_eager_ms`, which
+    every attempt's own measurement feeds), the same for both arms: each attempt's own eager measurement differs by
+    the judge's noise (and the cached baseline is re-measured now and then), which made a fail against a fail read
+    as a speed change."""
     if attempt.passed and attempt.kernel_ms:
         return attempt.kernel_ms
-    eager = eager_ms or attempt.eager_ms
-    return eager * rules.fail_factor if eager else None
+    return eager_ms * rules.fail_factor if eager_ms else None
 
 
 def log_ratio(cr: CellReplicate, eager_ms: Optional[float], rules: PairingRules) -> Optional[float]:

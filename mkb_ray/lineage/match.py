@@ -235,15 +235,15 @@ def _by_sentence(claims: Sequence[MatchClaim]) -> dict[int, list[int]]:
 
 
 def _attach(side: Sequence[MatchClaim], other: Sequence[MatchClaim], sims: np.ndarray,
-            links: Sequence[tuple[int, int]], skip: set[int], bar: float) -> list[tuple[int, int]]:
-    """For each piece of `side` (rows of `sims`) that is in no link or `skip`, whose sentence has a linked piece: the
+            links: Sequence[tuple[int, int]], bar: float) -> list[tuple[int, int]]:
+    """For each piece of `side` (rows of `sims`) that is in no link, whose sentence has a linked piece: the
     most similar piece of the `other` sentences those links reach, at `bar` or above."""
     reach: dict[int, set[int]] = defaultdict(set)   # a sentence of `side` -> sentences of `other` it links to
     for a, b in links:
         if side[a].sentence >= 0 and other[b].sentence >= 0:
             reach[side[a].sentence].add(other[b].sentence)
     other_sentences = _by_sentence(other)
-    linked = {a for a, _ in links} | skip
+    linked = {a for a, _ in links}
     out = []
     for a, claim in enumerate(side):
         candidates = [b for s in reach.get(claim.sentence, ()) for b in other_sentences[s]]
@@ -258,7 +258,7 @@ def _attach(side: Sequence[MatchClaim], other: Sequence[MatchClaim], sims: np.nd
 def _sibling_links(parents: Sequence[MatchClaim], children: Sequence[MatchClaim], sims: np.ndarray,
                    linked: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """Rule 5: (parent, child) links for parent pieces left unmatched in a sentence that has a matched piece."""
-    return _attach(parents, children, sims.T, linked, set(), SIBLING_PARENT_THRESHOLD)
+    return _attach(parents, children, sims.T, linked, SIBLING_PARENT_THRESHOLD)
 
 
 def _framed_copies(parents: Sequence[MatchClaim], children: Sequence[MatchClaim], best: dict[int, int],
