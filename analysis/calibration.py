@@ -9,6 +9,7 @@ row per metric and group:
     metric                       group                 planted from              recovered from
     T, H                         model, all            help_harm(model)          paired_table by model / overall
     standing_help, standing_harm above, same, below    standing(group)           standing_table overall
+    paper_standing_help, _harm   above, same, below    standing(group, "paper")  standing_table, draw="paper"
     closure_enrichment           model, all            enrichment(model)         enrichment_table, generator labels
     reverse_help, reverse_harm   all                   reverse()                 reverse_table, directions pooled
     closure_enrichment_annotated model, all            enrichment(model)         enrichment_table, annotator labels
@@ -26,7 +27,7 @@ number (arXiv 2610.05014) is given where it has one for the row (`paper`; PAPER 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import polars as pl
 
@@ -37,6 +38,7 @@ from ..synthetic.spec import spec_taxonomy
 from .cells import CellReplicate
 from .enrichment import enrichment_table
 from .paired import PairingRules, paired_table
+from .pairs import PairTable, as_pairs
 from .reverse import reverse_table
 from .standing import STANDINGS, standing_table
 
@@ -44,8 +46,8 @@ ALL = "all"
 # The paper's pooled headline rates (arXiv 2610.05014), by (metric, group). Its closure enrichment is a range over
 # models (7-17 points for five of six), not one number per row, so it is left out here.
 PAPER: dict[tuple[str, str], float] = {
-    ("standing_help", "above"): 0.712, ("standing_harm", "above"): 0.081,
-    ("standing_help", "below"): 0.106, ("standing_harm", "below"): 0.538,
+    ("paper_standing_help", "above"): 0.712, ("paper_standing_harm", "above"): 0.081,
+    ("paper_standing_help", "below"): 0.106, ("paper_standing_harm", "below"): 0.538,
     ("reverse_harm", ALL): 0.415}
 COLUMNS = {"metric": pl.Utf8, "group": pl.Utf8, "paper": pl.Float64, "planted": pl.Float64,
            "recovered": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64, "within_ci": pl.Boolean,
@@ -75,17 +77,19 @@ def truth_categories(store: RunStore, skill_shas: Sequence[str]) -> dict[str, fr
     return out
 
 
-def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
+def calibration_table(replicates: Union[PairTable, Sequence[CellReplicate]], spec: SyntheticSpec,
                       truth: Mapping[str, frozenset[str]],
                       annotated: Optional[Mapping[str, frozenset[str]]] = None,
-                      rules: PairingRules = PairingRules(), n_boot: int = 4000, seed: int = 0,
+                      rules: Optional[PairingRules] = None, n_boot: int = 4000, seed: int = 0,
                       family_level: float = 0.95, planted: Optional[PlantedRates] = None) -> pl.DataFrame:
     """Planted vs recovered, one row per metric and group (see the module docstring). `truth` / `annotated`: the
     categories of each source SKILL.md by its sha, from the generator's comments / from the stored annotations
     (None: no annotated rows). `planted`: precomputed rates (default: derived from `spec` for the run's models at
     the noise of its target). Raises ValueError when the run has no resolved cell-replicate, or more than one
     target (the noise allowance, and so the planted rates, depend on it)."""
-    resolved = [cr for cr in replicates if cr.resolved]
+    pairs = as_pairs(replicates, rules)
+    rules = pairs.rules
+    resolved = pairs.replicates
     if not resolved:
         raise ValueError("no resolved cell-replicate to recover anything from")
     targets = sorted({cr.target for cr in resolved})
@@ -96,9 +100,9 @@ def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
         planted = planted_rates(spec, models, rules.margin(targets[0], True))  # a synthetic run's margin
     closure = spec_taxonomy(spec.taxonomy).closure_category
 
-    checked_rows = 2 * (len(models) + 1) + 2 * len(STANDINGS) + (len(models) + 1) + 2
+    checked_rows = 2 * (len(models) + 1) + 2 * 2 * len(STANDINGS) + (len(models) + 1) + 2
     level = 1 - (1 - family_level) / checked_rows
-    common = dict(rules=rules, n_boot=n_boot, seed=seed, level=level)
+    common = dict(n_boot=n_boot, seed=seed, level=level)
     rows: list[dict[str, Any]] = []
 
     def add(metric: str, group: str, value: float, recovered: Optional[float], lo: Optional[float],
@@ -108,8 +112,8 @@ def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
                      "recovered": recovered, "ci_low": lo, "ci_high": hi, "within_ci": inside, "checked": checked,
                      "n": n, "level": level})
 
-    by_model = {r["model"]: r for r in paired_table(resolved, by=("model",), **common).iter_rows(named=True)}
-    overall = paired_table(resolved, by=(), **common).row(0, named=True)
+    by_model = {r["model"]: r for r in paired_table(pairs, by=("model",), **common).iter_rows(named=True)}
+    overall = paired_table(pairs, by=(), **common).row(0, named=True)
     for metric, index in (("T", 0), ("H", 1)):
         for model in models:
             r = by_model[model]
@@ -118,16 +122,18 @@ def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
         add(metric, ALL, planted.help_harm()[index], overall[metric], overall[f"{metric}_lo"],
             overall[f"{metric}_hi"], overall["n_pairs"])
 
-    standing_rows = {r["standing"]: r for r in standing_table(resolved, by=(), **common).iter_rows(named=True)}
-    for outcome, index in (("help", 1), ("harm", 2)):
-        for group in STANDINGS:
-            r = standing_rows[group]
-            add(f"standing_{outcome}", group, planted.standing(group)[index], r[f"{outcome}_rate"],
-                r[f"{outcome}_rate_lo"], r[f"{outcome}_rate_hi"], r["n"])
+    for draw, prefix in (("independent", ""), ("paper", "paper_")):
+        standing_rows = {r["standing"]: r for r in standing_table(pairs, by=(), draw=draw, **common)
+                         .iter_rows(named=True)}
+        for outcome, index in (("help", 1), ("harm", 2)):
+            for group in STANDINGS:
+                r = standing_rows[group]
+                add(f"{prefix}standing_{outcome}", group, planted.standing(group, draw=draw)[index],
+                    r[f"{outcome}_rate"], r[f"{outcome}_rate_lo"], r[f"{outcome}_rate_hi"], r["n"])
 
     def enrichment_rows(metric: str, categories_of: Mapping[str, frozenset[str]], checked: bool) -> None:
-        parts = [enrichment_table(resolved, categories_of, [closure], by=("model",), **common),
-                 enrichment_table(resolved, categories_of, [closure], by=(), **common)
+        parts = [enrichment_table(pairs, categories_of, [closure], by=("model",), **common),
+                 enrichment_table(pairs, categories_of, [closure], by=(), **common)
                  .with_columns(pl.lit(ALL).alias("model"))]
         found = {r["model"]: r for part in parts for r in part.iter_rows(named=True)}
         for group in [*models, ALL]:
@@ -141,7 +147,7 @@ def calibration_table(replicates: Sequence[CellReplicate], spec: SyntheticSpec,
 
     enrichment_rows("closure_enrichment", truth, True)
 
-    rev = reverse_table(resolved, by=(), pool_directions=True, **common).row(0, named=True)
+    rev = reverse_table(pairs, by=(), pool_directions=True, **common).row(0, named=True)
     planted_rev = planted.reverse()
     for outcome in ("help", "harm"):
         add(f"reverse_{outcome}", ALL, planted_rev[outcome], rev[f"share_{outcome}"], rev[f"share_{outcome}_lo"],

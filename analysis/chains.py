@@ -4,10 +4,11 @@ predict harm there.
 
 - `hop_outcomes(rows)`: one `HopOutcome` per done chain hop, paired with its chain's first baseline (replicate 0)
   in the hop's DSL; tiers and final kernel times.
-- `hop_curve(outcomes)`: per hop k: n, help and harm rates, bootstrap intervals over chains.
+- `hop_curve(outcomes)`: per hop k: n, help and harm rates, bootstrap intervals resampling the chains'
+  problems (`bootstrap.Bootstrap`).
 - `closure_harm(nodes, edges, outcomes)`: per hop k ≥ 1, x = the share of hop k−1's claims in the closure category
   (what hop k received), y = harm at hop k; the harm rate for hops that received none vs some, and the slope of
-  an ordinary least-squares line y = a + b·x (a linear probability model) with a bootstrap interval over chains.
+  an ordinary least-squares line y = a + b·x (a linear probability model) with a bootstrap interval resampling problems.
   A positive slope whose interval excludes 0 says: more received closures, more harm at the next hop.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import polars as pl
 
 from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
+from .bootstrap import Bootstrap, ratio
 from .paired import PairingRules
 from .propagation import ClaimNode, HopOutcome, hop_effect
 
@@ -47,36 +49,32 @@ def _tier(row: Optional[dict[str, Any]]) -> Optional[str]:
     return row["final_tier"] if row is not None and row["status"] == "completed" else None
 
 
-def _bootstrap(per_chain: np.ndarray, n_boot: int, rng: np.random.Generator, level: float
-               ) -> tuple[Optional[float], Optional[float]]:
-    """Interval of sum(column 0) / sum(column 1) over chains resampled with replacement."""
-    if n_boot <= 0 or len(per_chain) == 0:
-        return None, None
-    pick = rng.integers(0, len(per_chain), size=(n_boot, len(per_chain)))
-    sums = per_chain[pick].sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = sums[:, 0] / sums[:, 1]
-    lo, hi = np.nanpercentile(reps, [50 * (1 - level), 50 * (1 + level)])
-    return float(lo), float(hi)
+def problem_of_chain(chain_id: str) -> str:
+    """The problem of a chain id (`<model>/<family>/<problem>/chain<c>`, records.chain_id_of): the bootstrap's unit
+    for chain metrics — chains of one problem share its difficulty, whichever model ran them. An id of another
+    form is its own unit."""
+    parts = chain_id.split("/")
+    return "/".join(parts[-3:-1]) if len(parts) >= 4 and parts[-1].startswith("chain") else chain_id
 
 
 def hop_curve(outcomes: Sequence[HopOutcome], rules: PairingRules = PairingRules(), n_boot: int = 1000, seed: int = 0,
               level: float = 0.95) -> pl.DataFrame:
     """Per hop: n (hops with an outcome), n_help, n_harm, help_rate, harm_rate and their intervals."""
-    rng = np.random.default_rng(seed)
+    boot = Bootstrap(n_boot, seed, level)
+    rng = boot.rng()
     by_hop: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
     for o in outcomes:
         effect = hop_effect(o, rules)
-        counts = by_hop[o.hop][o.chain_id]
+        counts = by_hop[o.hop][problem_of_chain(o.chain_id)]
         counts[0] += effect == "help"
         counts[1] += effect == "harm"
         counts[2] += 1
     rows = []
     for hop in sorted(by_hop):
-        per_chain = np.array(list(by_hop[hop].values()), dtype=float)
-        n, h, m = per_chain[:, 2].sum(), per_chain[:, 0].sum(), per_chain[:, 1].sum()
-        help_lo, help_hi = _bootstrap(per_chain[:, [0, 2]], n_boot, rng, level)
-        harm_lo, harm_hi = _bootstrap(per_chain[:, [1, 2]], n_boot, rng, level)
+        per_problem = np.array(list(by_hop[hop].values()), dtype=float)
+        n, h, m = per_problem[:, 2].sum(), per_problem[:, 0].sum(), per_problem[:, 1].sum()
+        help_lo, help_hi = boot.of(per_problem, ratio(0, 2), rng)
+        harm_lo, harm_hi = boot.of(per_problem, ratio(1, 2), rng)
         rows.append({"hop": hop, "n": int(n), "n_help": int(h), "n_harm": int(m), "help_rate": h / n,
                      "help_lo": help_lo, "help_hi": help_hi, "harm_rate": m / n, "harm_lo": harm_lo,
                      "harm_hi": harm_hi})
@@ -102,24 +100,29 @@ def closure_harm(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord],
         if o.hop < 1 or not received:
             continue
         share = sum(n.category == category for n in received) / len(received)
-        points[o.chain_id].append((share, float(hop_effect(o, rules) == "harm")))
+        points[problem_of_chain(o.chain_id)].append((share, float(hop_effect(o, rules) == "harm")))
     xy = np.array([p for ps in points.values() for p in ps], dtype=float).reshape(-1, 2)
-    out: dict[str, Optional[float]] = {"n_hops": float(len(xy)), "n_chains": float(len(points))}
+    n_chains = len({o.chain_id for o in outcomes if o.hop >= 1 and claims.get((o.chain_id, o.hop - 1))})
+    out: dict[str, Optional[float]] = {"n_hops": float(len(xy)), "n_chains": float(n_chains)}
     none, some = xy[xy[:, 0] == 0], xy[xy[:, 0] > 0]
     out["harm_rate_none"] = float(none[:, 1].mean()) if len(none) else None
     out["harm_rate_some"] = float(some[:, 1].mean()) if len(some) else None
     out["slope"] = _slope(xy)
     out["slope_lo"] = out["slope_hi"] = None
     if n_boot > 0 and len(points) > 1 and out["slope"] is not None:
-        rng = np.random.default_rng(seed)
-        chains = [np.array(ps, dtype=float) for ps in points.values()]
-        reps = [_slope(np.concatenate([chains[i] for i in rng.integers(0, len(chains), len(chains))]))
-                for _ in range(n_boot)]
-        kept = np.array([r for r in reps if r is not None])
-        if kept.size:
-            lo, hi = np.percentile(kept, [50 * (1 - level), 50 * (1 + level)])
-            out["slope_lo"], out["slope_hi"] = float(lo), float(hi)
+        # The slope is a function of per-problem sums (n, Σx, Σy, Σxy, Σx²), so a resample is one matrix product.
+        per_problem = np.array([[len(a), a[:, 0].sum(), a[:, 1].sum(), (a[:, 0] * a[:, 1]).sum(), (a[:, 0] ** 2).sum()]
+                                for a in (np.array(ps, dtype=float) for ps in points.values())])
+        boot = Bootstrap(n_boot, seed, level)
+        out["slope_lo"], out["slope_hi"] = boot.of(per_problem, _slope_of_sums, boot.rng())
     return out
+
+
+def _slope_of_sums(sums: np.ndarray) -> np.ndarray:
+    """OLS slopes from resampled sums (n, Σx, Σy, Σxy, Σx²); NaN where x does not vary."""
+    n, sx, sy, sxy, sxx = (sums[:, i] for i in range(5))
+    spread = sxx - sx * sx / n
+    return np.where(spread > 1e-12 * np.maximum(sxx, 1.0), (sxy - sx * sy / n) / spread, np.nan)
 
 
 def _slope(xy: np.ndarray) -> Optional[float]:

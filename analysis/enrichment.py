@@ -2,20 +2,23 @@
 
 For each category c: presence_help = the share of helped cell-replicates whose source SKILL.md holds at least one
 claim annotated c, presence_harm the same over harmed ones, and enrichment = presence_harm − presence_help (positive:
-more frequent in harmful skills), with a percentile-bootstrap interval that resamples helped and harmed
-cell-replicates separately. The paper (arXiv 2610.05014): unsupported closures 7–17 points more frequent in harmful
-skills for five of six models. Skipped skill attempts are neutral, so they never enter.
+more frequent in harmful skills), with a bootstrap interval resampling problems (`bootstrap.Bootstrap`; a problem's
+helped and harmed pairs share its solo attempts, so they are drawn together). The paper (arXiv 2610.05014):
+unsupported closures 7–17 points more frequent in harmful skills for five of six models. Skipped skill attempts
+are neutral, so they never enter.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import polars as pl
 
 from ..store import RunStore
 from .cells import CellReplicate, group_key
-from .paired import PairingRules, outcome
+from .bootstrap import Bootstrap, per_unit_sums
+from .outcomes import PairingRules
+from .pairs import PairTable, as_pairs
 
 
 def skill_categories(store: RunStore, skill_shas: Iterable[str], annotator: str, taxonomy: str
@@ -33,36 +36,44 @@ def skill_categories(store: RunStore, skill_shas: Iterable[str], annotator: str,
     return out
 
 
-def enrichment_table(replicates: Sequence[CellReplicate], categories_of: Mapping[str, frozenset[str]],
-                     categories: Sequence[str], by: Sequence[str] = ("model",), rules: PairingRules = PairingRules(),
-                     n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
+def enrichment_table(replicates: Union[PairTable, Sequence[CellReplicate]],
+                     categories_of: Mapping[str, frozenset[str]], categories: Sequence[str],
+                     by: Sequence[str] = ("model",), rules: Optional[PairingRules] = None, n_boot: int = 1000,
+                     seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """One row per group and category: n_help, n_harm (cell-replicates with a known source skill), presence_help,
     presence_harm, enrichment and its interval (None without resamples or when a side is empty)."""
+    table = as_pairs(replicates, rules)
     by = list(by)
-    rng = np.random.default_rng(seed)
-    sides: dict[tuple, dict[str, list[frozenset[str]]]] = {}
-    for cr in replicates:
-        if not cr.resolved or cr.source is None or cr.source.skill_sha not in categories_of:
+    boot = Bootstrap(n_boot, seed, level)
+    rng = boot.rng()
+    # group -> (units, per pair: [helped, harmed, helped with c..., harmed with c...])
+    sides: dict[tuple, tuple[list[str], list[list[float]]]] = {}
+    for p in table:
+        sha = p.cr.source.skill_sha if p.cr.source is not None else None
+        if p.outcome == "neutral" or sha not in categories_of:
             continue
-        result = outcome(cr, rules)
-        if result == "neutral":
-            continue
-        sides.setdefault(group_key(cr, by), {"help": [], "harm": []})[result].append(
-            categories_of[cr.source.skill_sha])  # type: ignore[index]
+        present = [float(c in categories_of[sha]) for c in categories]  # type: ignore[index]
+        helped = p.outcome == "help"
+        units, values = sides.setdefault(group_key(p.cr, by), ([], []))
+        units.append(p.unit)
+        values.append([float(helped), float(not helped), *(x * helped for x in present),
+                       *(x * (not helped) for x in present)])
     rows = []
-    for key, side in sorted(sides.items()):
-        for category in categories:
-            helped = np.array([category in s for s in side["help"]], dtype=float)
-            harmed = np.array([category in s for s in side["harm"]], dtype=float)
-            p_help = float(helped.mean()) if helped.size else None
-            p_harm = float(harmed.mean()) if harmed.size else None
+    k = len(categories)
+    for key, (units, values) in sorted(sides.items()):
+        per_pair = np.array(values, dtype=float).reshape(-1, 2 + 2 * k)
+        total = per_pair.sum(0)
+        sums = boot.resampled_sums(per_unit_sums(units, per_pair), rng) if n_boot > 0 else None
+        for i, category in enumerate(categories):
+            n_help, n_harm = int(total[0]), int(total[1])
+            p_help = total[2 + i] / n_help if n_help else None
+            p_harm = total[2 + k + i] / n_harm if n_harm else None
             lo = hi = None
-            if n_boot > 0 and helped.size and harmed.size:
-                reps = (harmed[rng.integers(0, harmed.size, (n_boot, harmed.size))].mean(1)
-                        - helped[rng.integers(0, helped.size, (n_boot, helped.size))].mean(1))
-                lo, hi = (float(x) for x in np.percentile(reps, [50 * (1 - level), 50 * (1 + level)]))
-            rows.append({**dict(zip(by, key)), "category": category, "n_help": int(helped.size),
-                         "n_harm": int(harmed.size), "presence_help": p_help, "presence_harm": p_harm,
+            if sums is not None and n_help and n_harm:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    lo, hi = boot.interval(sums[:, 2 + k + i] / sums[:, 1] - sums[:, 2 + i] / sums[:, 0])
+            rows.append({**dict(zip(by, key)), "category": category, "n_help": n_help, "n_harm": n_harm,
+                         "presence_help": p_help, "presence_harm": p_harm,
                          "enrichment": _diff(p_harm, p_help), "enrichment_lo": lo, "enrichment_hi": hi})
     schema = {**{k: pl.Utf8 for k in by}, "category": pl.Utf8, "n_help": pl.Int64, "n_harm": pl.Int64,
               "presence_help": pl.Float64, "presence_harm": pl.Float64, "enrichment": pl.Float64,

@@ -10,12 +10,14 @@ resolved cell-replicates whose source passed (source) and whose source wrote a S
 from __future__ import annotations
 
 import statistics
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import polars as pl
 
+from .bootstrap import Bootstrap, per_unit_sums
 from .cells import Attempt, CellReplicate, group_key
+from .pairs import PairTable
 
 SPEED_THRESHOLDS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0, 4.0)
 RUNGS: tuple[str, ...] = tuple(f"R@{t:g}" for t in SPEED_THRESHOLDS) + ("S",)
@@ -66,16 +68,19 @@ def group_summary(replicates: Sequence[CellReplicate]) -> dict:
                 "failed": contrast([cr for cr in resolved if not cr.source.passed])}}  # type: ignore[union-attr]
 
 
-def ladder_table(replicates: Sequence[CellReplicate], by: Sequence[str] = ("model", "direction"), n_boot: int = 1000,
-                 seed: int = 0, level: float = 0.95) -> pl.DataFrame:
+def ladder_table(replicates: Union[PairTable, Sequence[CellReplicate]], by: Sequence[str] = ("model", "direction"),
+                 n_boot: int = 1000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """One row per group: n_resolved, source/skill coverage, base_<rung>, skill_<rung>, lift_<rung> for every rung,
-    and bootstrap bounds of lift_S (lift_S_lo, lift_S_hi; resampling cells, each with all its replicates)."""
+    and bootstrap bounds of lift_S (lift_S_lo, lift_S_hi; `bootstrap.Bootstrap`, resampling problems)."""
+    if isinstance(replicates, PairTable):
+        replicates = replicates.replicates
     by = list(by)
+    boot = Bootstrap(n_boot, seed, level)
     groups: dict[tuple, dict[tuple, list[CellReplicate]]] = {}
     for cr in replicates:
         if cr.resolved:
             groups.setdefault(group_key(cr, by), {}).setdefault(cr.cell_key, []).append(cr)
-    rng = np.random.default_rng(seed)
+    rng = boot.rng()
     rows = []
     for key, cells in sorted(groups.items()):
         flat = [cr for reps in cells.values() for cr in reps]
@@ -85,15 +90,15 @@ def ladder_table(replicates: Sequence[CellReplicate], by: Sequence[str] = ("mode
             row.update({f"{arm}_{rung}": both[arm][rung] for rung in RUNGS})  # type: ignore[index]
         row["lift_S_lo"] = row["lift_S_hi"] = None
         if n_boot > 0:
-            # Per cell: (sum of skill S-points, sum of base S-points, replicates) so a resample is three sums.
+            # Per cell: (sum of skill S-points, sum of base S-points, replicates), summed per problem, so a
+            # resample is three sums.
             per_cell = np.array([[sum(_s_points(skill_outcome(cr)) for cr in reps),
                                   sum(_s_points(cr.base) for cr in reps), len(reps)]  # type: ignore[arg-type]
                                  for reps in cells.values()], dtype=float)
-            pick = rng.integers(0, len(per_cell), size=(n_boot, len(per_cell)))
-            sums = per_cell[pick].sum(axis=1)
-            lifts = 100 * (sums[:, 0] - sums[:, 1]) / sums[:, 2]
-            lo, hi = np.percentile(lifts, [50 * (1 - level), 50 * (1 + level)])
-            row["lift_S_lo"], row["lift_S_hi"] = float(lo), float(hi)
+            units = [reps[0].problem_id for reps in cells.values()]
+            row["lift_S_lo"], row["lift_S_hi"] = boot.of(per_unit_sums(units, per_cell),
+                                                         lambda sums: 100 * (sums[:, 0] - sums[:, 1]) / sums[:, 2],
+                                                         rng)
         rows.append(row)
     return pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame(
         schema={**{k: pl.Utf8 for k in by}, "n_cells": pl.Int64, "n_resolved": pl.Int64})

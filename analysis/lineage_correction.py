@@ -32,6 +32,7 @@ import polars as pl
 from ..claims.annotator_error import AnnotatorError
 from ..records.claims import LineageEdgeRecord
 from .annotator_correction import MIN_SEPARATION, gold_rates
+from .bootstrap import Bootstrap
 from .propagation import (ClaimNode, category_of, children_pairs, index_chains, kaplan_meier, lineage_counts,
                           lineages, parent_fate)
 
@@ -110,7 +111,7 @@ def corrected_lineage_metrics(nodes: Sequence[ClaimNode], edges: Sequence[Lineag
     lo = hi = c_lo = c_hi = np.full(len(names), np.nan)
     if n_boot > 0 and chains:
         rng = np.random.default_rng(seed)
-        weights = rng.multinomial(len(chains), np.full(len(chains), 1.0 / len(chains)), size=n_boot).astype(float)
+        weights = Bootstrap(n_boot, seed, level).counts(len(chains), rng)   # chains drawn with replacement
         if rates is not None:
             se = rng.binomial(rates.gold, rates.sensitivity, n_boot) / rates.gold
             fp = rng.binomial(rates.others, rates.false_positive_rate, n_boot) / max(rates.others, 1)

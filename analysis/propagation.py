@@ -27,6 +27,7 @@ import polars as pl
 
 from mkb_ray.records.claims import EDGE_TYPES, MODALITIES, LineageEdgeRecord
 
+from .bootstrap import Bootstrap, percentile_columns
 from .paired import PairingRules, compare
 
 UNANNOTATED = "unannotated"
@@ -183,19 +184,14 @@ def _partitions(chains: Mapping[str, _Chain], by: Sequence[str]) -> list[tuple[d
 
 
 def _weights(n_chains: int, n_boot: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_chains, np.full(n_chains, 1.0 / n_chains), size=n_boot).astype(float)
+    """[n_boot, chains]: how often each chain is drawn in each resample (analysis/bootstrap.py)."""
+    boot = Bootstrap(n_boot, seed)
+    return boot.counts(n_chains, boot.rng())
 
 
 def _percentiles(replicates: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Columnwise percentile interval of bootstrap replicates [n_boot, M], ignoring NaN (NaN where all are)."""
-    lo, hi = np.full(replicates.shape[1], np.nan), np.full(replicates.shape[1], np.nan)
-    ok = ~np.all(np.isnan(replicates), axis=0)
-    if ok.any():
-        alpha = (1 - level) / 2 * 100
-        lo[ok] = np.nanpercentile(replicates[:, ok], alpha, axis=0)
-        hi[ok] = np.nanpercentile(replicates[:, ok], 100 - alpha, axis=0)
-    return lo, hi
+    """Columnwise percentile interval of bootstrap replicates [n_boot, M] (NaN replicates left out)."""
+    return percentile_columns(replicates, level)
 
 
 def _opt(value: float) -> Optional[float]:

@@ -51,8 +51,13 @@ def test_planted_rates_worked_out_by_hand() -> None:
     (no, 1) -0.4 -> 0.3. So P(pass | source passed) = 0.75*0.7 + 0.25*0.4 = 0.625, P(pass | source failed) =
     0.75*0.6 + 0.25*0.3 = 0.525, and overall 0.575. Base fail (1/2): help = P(skill passes); base pass: harm =
     P(skill fails). T = 0.5 * 0.575 = 0.2875, H = 0.5 * 0.425 = 0.2125.
-    Standing: above = (source pass, base fail), 1/4: help 0.625, harm 0; below = (fail, pass): help 0, harm 0.475;
-    same (1/2): help (0 + 0.525) / 2 = 0.2625, harm (0.375 + 0) / 2 = 0.1875.
+    Standing, the paper's grouping (source vs own base): above = (source pass, base fail), 1/4: help 0.625, harm 0;
+    below = (fail, pass): help 0, harm 0.475; same (1/2): help (0 + 0.525) / 2 = 0.2625, harm (0.375 + 0) / 2 =
+    0.1875. Standing against an independent base draw b' (same law): above = (source pass, b' fail), 1/4, and the
+    pair's own base is fail or pass with 1/2 each: help 0.5 * 0.625 = 0.3125, harm 0.5 * 0.375 = 0.1875 (two passes
+    in [1.5, 2) never differ by the margin); below = (fail, b' pass): help 0.5 * 0.525 = 0.2625, harm 0.5 * 0.475 =
+    0.2375; same (1/2): half each: help 0.2875, harm 0.2125 — the 5-point gap above vs below is the planted
+    source-pass shift alone, not the 62.5 / 47.5-point gap of the paper's grouping.
     Enrichment: P(help, k=1) = 0.5 * 0.25 * (0.4 + 0.3) / 2 = 0.04375 -> presence | help 0.04375 / 0.2875 = 0.152174;
     P(harm, k=1) = 0.5 * 0.25 * (0.6 + 0.7) / 2 = 0.08125 -> presence | harm 0.382353; enrichment +0.230179.
     Reverse: a help in a2b needs the b solo failed; its reverse (source b failed, base a) is harmed when a passed
@@ -61,9 +66,12 @@ def test_planted_rates_worked_out_by_hand() -> None:
     rates = planted_rates(hand_spec(), ["m"], NOISE, claim_law={(1, 0): 0.75, (1, 1): 0.25})
     assert rates.help_harm() == pytest.approx((0.2875, 0.2125))
     assert rates.help_harm("m", "cutedsl2tirx") == pytest.approx((0.2875, 0.2125))
-    assert rates.standing("above") == pytest.approx((0.25, 0.625, 0.0))
-    assert rates.standing("same") == pytest.approx((0.5, 0.2625, 0.1875))
-    assert rates.standing("below") == pytest.approx((0.25, 0.0, 0.475))
+    assert rates.standing("above", draw="paper") == pytest.approx((0.25, 0.625, 0.0))
+    assert rates.standing("same", draw="paper") == pytest.approx((0.5, 0.2625, 0.1875))
+    assert rates.standing("below", draw="paper") == pytest.approx((0.25, 0.0, 0.475))
+    assert rates.standing("above") == pytest.approx((0.25, 0.3125, 0.1875))
+    assert rates.standing("same") == pytest.approx((0.5, 0.2875, 0.2125))
+    assert rates.standing("below") == pytest.approx((0.25, 0.2625, 0.2375))
     assert rates.enrichment() == pytest.approx((0.04375 / 0.2875, 0.08125 / 0.2125, 0.08125 / 0.2125
                                                 - 0.04375 / 0.2875))
     reverse = rates.reverse()
@@ -103,7 +111,7 @@ def test_the_preset_plants_the_papers_headline_rates() -> None:
     assert config.is_synthetic and config.synthetic is not None and config.synthetic.judge == "synthetic"
     rates = planted_rates(config.synthetic, config.models, NOISE)
     for group, help_rate, harm_rate in (("above", 0.712, 0.081), ("below", 0.106, 0.538)):
-        _, h, x = rates.standing(group)
+        _, h, x = rates.standing(group, draw="paper")
         assert abs(h - help_rate) < 0.01 and abs(x - harm_rate) < 0.01, (group, h, x)
     enrichment = sorted(rates.enrichment(m)[2] for m in config.models)
     assert abs(enrichment[0]) < 0.005 and all(0.065 <= e <= 0.175 for e in enrichment[1:]), enrichment
@@ -139,10 +147,11 @@ def test_the_analysis_recovers_every_planted_rate(preset_run: Path, recovered) -
     with sqlite3.connect(f"file:{preset_run / 'store.sqlite'}?mode=ro", uri=True) as conn:
         assert conn.execute("SELECT count(*), sum(synthetic) FROM trials").fetchone() == (14208, 14208)
     checked = table.filter(pl.col("checked"))
-    assert checked.height == 29 and checked["level"][0] == pytest.approx(1 - 0.05 / 29)
+    assert checked.height == 35 and checked["level"][0] == pytest.approx(1 - 0.05 / 35)
     outside = checked.filter(~pl.col("within_ci"))
     assert outside.is_empty(), outside.select("metric", "group", "planted", "recovered", "ci_low", "ci_high")
-    assert table.filter(pl.col("metric") == "standing_harm", pl.col("group") == "below")["paper"][0] == 0.538
+    assert table.filter(pl.col("metric") == "paper_standing_harm", pl.col("group") == "below")["paper"][0] == 0.538
+    assert table.filter(pl.col("metric") == "standing_harm", pl.col("group") == "below")["paper"][0] is None
     # The closure effect is plain to see: at the usual 95 % the enrichment interval clears 0 for at least four of
     # the five models with a planted effect, and for all of them pooled; not for the model without one.
     per_model = {r["model"]: r for r in enrichment_table(replicates, truth, [CLOSURE], by=("model",))
@@ -169,8 +178,11 @@ def test_a_wrongly_planted_rate_falls_outside(recovered) -> None:
     wrong = calibration_table(replicates, no_closure, truth, n_boot=1000)
     missed = wrong.filter(pl.col("metric") == "closure_enrichment", ~pl.col("within_ci"))
     assert "all" in missed["group"].to_list()
-    for knob, change, expected in (("source_pass_shift", -0.2, {("standing_help", "above"), ("H", "all")}),
-                                   ("skill_help_shift", 0.1, {("standing_help", "above"), ("T", "all")})):
+    # (The standing rows of both groupings have teeth: the paper's and the independent draw's.)
+    for knob, change, expected in (("source_pass_shift", -0.2, {("paper_standing_help", "above"), ("H", "all"),
+                                                                ("standing_harm", "same")}),
+                                   ("skill_help_shift", 0.1, {("paper_standing_help", "above"), ("T", "all"),
+                                                              ("standing_help", "below")})):
         other = SyntheticSpec.model_validate({**data, "per_model": {
             m: {**e, knob: e[knob] + change} for m, e in data["per_model"].items()}})
         missed = calibration_table(replicates, other, truth, n_boot=1000).filter(pl.col("checked"),
@@ -189,11 +201,12 @@ def test_the_report_shows_planted_vs_recovered(preset_run: Path, tmp_path: Path)
     assert summary.synthetic and "calibration.csv" in summary.tables
     page = (out / "index.html").read_text()
     assert 'id="synthetic-banner"' in page and 'id="calibration"' in page
-    assert "Planted vs recovered (SYNTHETIC)" in page and "29 of 29 planted values lie inside" in page
+    assert "Planted vs recovered (SYNTHETIC)" in page and "35 of 35 planted values lie inside" in page
     frame = pl.read_csv(out / "tables" / "calibration.csv")
-    assert frame.height == 29 and frame["within_ci"].all()
+    assert frame.height == 35 and frame["within_ci"].all()
     md = (out / "tables" / "tables.md").read_text()
-    assert "## Planted vs recovered (SYNTHETIC)" in md and "| help rate \\| standing | above | 0.712 |" in md
+    assert "## Planted vs recovered (SYNTHETIC)" in md
+    assert "| help rate \\| standing (own base, paper) | above | 0.712 |" in md
     browser = _browser()
     if browser is None:
         pytest.skip("no chromium or chromium-browser on PATH (the headless page-load check needs one)")

@@ -148,13 +148,83 @@ def test_cell_replicates_pair_the_arms_of_stored_rows():
 def test_relative_standing_by_hand():
     from mkb_ray.analysis.standing import standing, standing_table
 
-    # Source vs base tier: P1 pass > fail: above (help); P2 pass = pass: same (help); P3 fail < pass: below
-    # (neutral); P4 pass2x > pass: above (harm); P5 fail < pass: below (neutral, skipped).
+    # The paper's grouping, source vs the pair's own base: P1 pass > fail: above (help); P2 pass = pass: same
+    # (help); P3 fail < pass: below (neutral); P4 pass2x > pass: above (harm); P5 fail < pass: below (neutral,
+    # skipped).
     assert [standing(c) for c in FIXTURE] == ["above", "same", "below", "above", "below"]
-    table = {r["standing"]: r for r in standing_table(FIXTURE, by=()).iter_rows(named=True)}
+    table = {r["standing"]: r for r in standing_table(FIXTURE, by=(), draw="paper").iter_rows(named=True)}
     assert (table["above"]["n"], table["above"]["help_rate"], table["above"]["harm_rate"]) == (2, 0.5, 0.5)
     assert (table["same"]["n"], table["same"]["help_rate"], table["same"]["harm_rate"]) == (1, 1.0, 0.0)
     assert (table["below"]["n"], table["below"]["help_rate"], table["below"]["harm_rate"]) == (2, 0.0, 0.0)
+    # The default draw needs another replicate of the cell: every FIXTURE cell has one, so none is placed.
+    default = {r["standing"]: r for r in standing_table(FIXTURE, by=()).iter_rows(named=True)}
+    assert all(default[s]["n"] == 0 and default[s]["n_unplaced"] == 5 for s in ("above", "same", "below"))
+
+
+def test_standing_draws_the_base_of_another_replicate_not_the_one_the_skill_is_compared_with():
+    """Issue 27: one cell, three replicates, source always pass. The bases are fail, pass, pass2x; each skill
+    passes at 0.5 ms. Replicate r's standing compares its source with replicate r+1's base (cyclically):
+      r0: base fail (skill: help);          standing vs r1's base pass   -> same
+      r1: base pass 0.5 ms (skill: neutral); standing vs r2's base pass2x -> below
+      r2: base pass2x 0.25 ms (skill: harm); standing vs r0's base fail   -> above
+    The paper's grouping (vs the own base) reads r0 above/help, r1 same/neutral, r2 below/harm: the
+    'above helps, below harms' pattern, made by the base alone; the independent draw reverses it here."""
+    from mkb_ray.analysis.pairs import score_pairs
+    from mkb_ray.analysis.standing import standing_table
+
+    reps = [cr(a("pass", 0.5), a("fail"), a("pass", 0.5), replicate=0),
+            cr(a("pass", 0.5), a("pass", 0.5), a("pass", 0.5), replicate=1),
+            cr(a("pass", 0.5), a("pass2x", 0.25), a("pass", 0.5), replicate=2)]
+    scored = score_pairs(reps)
+    assert [p.outcome for p in scored] == ["help", "neutral", "harm"]
+    assert [p.standing for p in scored] == ["same", "below", "above"]
+    assert [p.paper_standing for p in scored] == ["above", "same", "below"]
+    assert [p.standing_base.tier for p in scored] == ["pass", "pass2x", "fail"]
+    ours = {r["standing"]: r for r in standing_table(scored, by=()).iter_rows(named=True)}
+    assert (ours["above"]["n"], ours["above"]["harm_rate"]) == (1, 1.0)
+    assert (ours["same"]["n"], ours["same"]["help_rate"]) == (1, 1.0)
+    assert (ours["below"]["n"], ours["below"]["help_rate"], ours["below"]["harm_rate"]) == (1, 0.0, 0.0)
+    paper = {r["standing"]: r for r in standing_table(scored, by=(), draw="paper").iter_rows(named=True)}
+    assert (paper["above"]["help_rate"], paper["below"]["harm_rate"]) == (1.0, 1.0)
+    # The same as two gaps (help above − help below, harm below − harm above): the paper's grouping reads the full
+    # "above helps, below harms" pattern (1, 1); the independent draw reads help gap 0 − 0 and harm gap 0 − 1.
+    from mkb_ray.analysis.standing import standing_gaps
+
+    assert standing_gaps(scored, draw="paper", n_boot=0).select("help_gap", "harm_gap").row(0) == (1.0, 1.0)
+    assert standing_gaps(scored, n_boot=0).select("help_gap", "harm_gap").row(0) == (0.0, -1.0)
+
+
+def test_a_pass_slower_than_eager_against_a_fail():
+    """Issue 27: base passes at 2 ms (0.5× eager), the skill fails. T/H: harm (a pass beats a fail). ΔGM: the pass
+    runs at min(kernel, eager) = 1 ms, the fail falls back to eager (1 ms): the pair's term is 0, never the +log 2
+    it was when a slow pass counted its own time; with fail_factor 1.5 the fail is worse: log(1 / 1.5) < 0."""
+    pair = [cr(a("pass", 0.5), a("pass", 2.0), a("fail"), "mlp_norm/p1")]
+    r = paired_table(pair, by=(), n_boot=0).row(0, named=True)
+    assert r["n_harm"] == 1 and r["dgm"] == 0.0
+    strict = paired_table(pair, by=(), rules=PairingRules(fail_factor=1.5), n_boot=0).row(0, named=True)
+    assert strict["dgm"] == pytest.approx(1 / 1.5 - 1)
+    with pytest.raises(ValueError, match="fail_factor"):
+        PairingRules(fail_factor=0.5)
+
+
+@pytest.mark.parametrize("fail_factor", [1.0, 1.3])
+def test_dgm_never_opposes_help_and_harm_on_one_pair(fail_factor):
+    """The order T/H and ΔGM share (analysis/outcomes.py): for every base and skill among fail and passes at many
+    speeds (eager 1 ms), a pair T/H call help has a ΔGM term ≥ 0 and a harmed one ≤ 0."""
+    from mkb_ray.analysis.outcomes import log_ratio
+
+    rules = PairingRules(fail_factor=fail_factor)
+    attempts = [a("fail")] + [a("pass" if k > 0.5 else "pass2x", k) for k in (0.1, 0.3, 0.5, 0.9, 1.0, 1.1, 2.0, 8.0)]
+    seen = set()
+    for base in attempts:
+        for skill in attempts:
+            pair = cr(a("pass", 0.5), base, skill)
+            result, term = outcome(pair, rules), log_ratio(pair, 1.0, rules)
+            seen.add(result)
+            assert (result != "help" or term >= 0) and (result != "harm" or term <= 0), (base, skill, result, term)
+            if not base.passed and skill.passed:
+                assert term > 0 or fail_factor == 1.0 and skill.kernel_ms >= 1.0
+    assert seen == {"help", "harm", "neutral"}
 
 
 def test_reverse_direction_coupling_by_hand():

@@ -129,7 +129,7 @@ def tables_of(page: Path) -> dict[str, dict[tuple[str, ...], dict[str, str]]]:
         for cells in body:
             row = dict(zip(header, cells))
             key = tuple(row[h] for h in header if h in ("model", "direction", "category", "problem",
-                                                        "source vs base", "given", "hop", "cause", "judge",
+                                                        "grouping", "source vs base", "given", "hop", "cause", "judge",
                                                         "rule cause", "metric"))
             keyed[key] = row
         out[name.removeprefix("table-")] = keyed
@@ -168,8 +168,13 @@ def test_index_tables_hold_the_numbers_worked_out_by_hand(report: Path) -> None:
     assert ladder[(MODEL, "tirx2cutedsl")]["base S"] == "60.0" and ladder[(MODEL, "tirx2cutedsl")]["lift S"] == "-60.0"
     assert ladder[(OTHER, "cutedsl2tirx")]["resolved"] == "0/1"
     standing = t["standing"]
-    assert standing[(MODEL, "above")]["n"] == "1" and standing[(MODEL, "above")]["help rate"] == "1.000"
-    assert standing[(MODEL, "below")]["harm rate"] == "1.000" and standing[(MODEL, "same")]["n"] == "0"
+    paper = "own base (paper)"
+    assert standing[(MODEL, paper, "above")]["n"] == "1" and standing[(MODEL, paper, "above")]["help rate"] == "1.000"
+    assert standing[(MODEL, paper, "below")]["harm rate"] == "1.000" and standing[(MODEL, paper, "same")]["n"] == "0"
+    # One replicate per cell: no independent base draw, so the default grouping places none of the two pairs.
+    independent = "another replicate's base"
+    assert all(standing[(MODEL, independent, s)]["n"] == "0" and standing[(MODEL, independent, s)]["unplaced"] == "2"
+               for s in ("above", "same", "below"))
     reverse = t["reverse"]
     assert reverse[(MODEL, "cutedsl2tirx", "help")]["reverse harm"] == "1.000"
     lift = t["problem_lift"]
@@ -269,6 +274,17 @@ def test_a_synthetic_run_says_so_on_every_page(tmp_path: Path) -> None:
     assert "SYNTHETIC" in (tmp_path / "out" / "tables" / "tables.md").read_text()
     index = (tmp_path / "out" / "index.html").read_text()                    # build_run stored no claims
     assert "none: the store holds no claim annotations" in index and "none: the store holds no lineage edges" in index
+
+
+def test_fail_factor_prices_a_failed_attempt_in_dgm(tmp_path: Path, capsys) -> None:
+    """--fail-factor 2: the harmed cell (base pass at 0.43 ms, skill fail, eager 0.9 ms) reads ΔGM 0.43 / 1.8 − 1 =
+    −0.761 instead of −0.522; below 1 a fail would beat a pass at eager speed, so it is refused."""
+    build_run(tmp_path / "run")
+    assert render(tmp_path / "run", tmp_path / "out", "--n-boot", "0", "--no-trial-pages", "--fail-factor", "2") == 0
+    paired = tables_of(tmp_path / "out" / "index.html")["paired_by_model_direction"]
+    assert paired[(MODEL, "tirx2cutedsl")]["ΔGM"].startswith("-0.761")
+    assert render(tmp_path / "run", tmp_path / "out2", "--fail-factor", "0.5") == 2
+    assert "--fail-factor must be ≥ 1" in capsys.readouterr().err
 
 
 def test_the_real_run_has_no_banner(report: Path) -> None:

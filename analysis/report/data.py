@@ -3,9 +3,10 @@ paired outcomes (`paired.paired_table`), the MKB ladder (`ladder.group_summary`)
 (`standing.standing_table`), reverse-direction coupling (`reverse.reverse_table`), per-problem ΔGM
 (`paired.paired_table` over each problem's cell-replicates) and category enrichment (`enrichment`). Each comes as a
 `TableView` whose rows know the cell-replicates they aggregate, selected with the same helpers the metrics use
-(`cells.group_key`, `paired.outcome`, `standing.standing`).
+(`cells.group_key`, and the outcome and standing each pair was scored with once: `pairs.score_pairs`).
 
-Pure: takes cell-replicates (and, for enrichment, the categories of each source SKILL.md), returns views.
+Pure: takes the scored pairs and the cell-replicates (and, for enrichment, the categories of each source SKILL.md),
+returns views.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from ..enrichment import enrichment_table
 from ..ladder import RUNGS, group_summary
 from ...synthetic.planted import SYNTHETIC_MARGIN
 from ..noise_margins import MarginClass
-from ..paired import PairingRules, outcome, paired_table
+from ..pairs import PairTable
+from ..paired import PairingRules, paired_table
 from ..reverse import reverse_direction, reverse_table
-from ..standing import standing, standing_table
+from ..standing import StandingDraw, standing_of, standing_table
 from .views import Column, Members, TableView, integer, interval, num, number, text
 
 ALL = "all"
@@ -55,10 +57,10 @@ def _label(by: Sequence[str], row: Mapping) -> str:
     return ", ".join(f"{k} {row[k]}" for k in by) or "all cell-replicates"
 
 
-def paired_view(replicates: Sequence[CellReplicate], by: Sequence[str], name: str, title: str,
-                rules: PairingRules, n_boot: int) -> TableView:
+def paired_view(pairs: PairTable, by: Sequence[str], name: str, title: str, n_boot: int) -> TableView:
     """T, H, neutral and ΔGM per group (`by` () for the overall row)."""
-    frame = paired_table(replicates, by=by, rules=rules, n_boot=n_boot)
+    rules, replicates = pairs.rules, pairs.replicates
+    frame = paired_table(pairs, by=by, n_boot=n_boot)
     columns = [Column(k, text(k), numeric=False) for k in by] + [
         Column("cells", integer("n_cells")), Column("pairs", integer("n_pairs")),
         Column("help", integer("n_help")), Column("harm", integer("n_harm")), Column("neutral", integer("n_neutral")),
@@ -68,8 +70,8 @@ def paired_view(replicates: Sequence[CellReplicate], by: Sequence[str], name: st
                for row in frame.iter_rows(named=True)]
     note = (f"Resolved cell-replicates only. Help: the skill passes and the base fails, or both pass and the base is "
             f"slower by more than {noise_text(rules)}; ΔGM: geometric-mean end-to-end speedup of skill over base "
-            f"− 1 (a failed attempt at {rules.fail_factor:g}× eager). Intervals: bootstrap over cells, {n_boot} "
-            "resamples.")
+            f"− 1 (a pass at the faster of its kernel and eager, a failed attempt at {rules.fail_factor:g}× eager). "
+            f"Intervals: bootstrap over problems, {n_boot} resamples.")
     return TableView(name, title, frame, columns, members, note)
 
 
@@ -106,31 +108,48 @@ def ladder_view(replicates: Sequence[CellReplicate]) -> TableView:
     return TableView("ladder", "MKB ladder (R@t and S)", frame, columns, members, note)
 
 
-def standing_view(replicates: Sequence[CellReplicate], rules: PairingRules) -> TableView:
-    frame = standing_table(replicates, by=("model",), rules=rules)
-    members = [Members(f"Relative standing: model {row['model']}, source {row['standing']} base",
-                       tuple(cr for cr in _group(replicates, ("model",), (row["model"],))
-                             if standing(cr) == row["standing"]))
-               for row in frame.iter_rows(named=True)]
-    columns = [Column("model", text("model"), False), Column("source vs base", text("standing"), False),
+STANDING_DRAWS: dict[StandingDraw, str] = {"independent": "another replicate's base",
+                                           "paper": "own base (paper)"}
+
+
+def standing_view(pairs: PairTable) -> TableView:
+    """Relative standing per model under both groupings: the source against an independent base draw (another
+    replicate's base; the default) and against the pair's own base (the paper's, confounded)."""
+    parts, members = [], []
+    for draw, label in STANDING_DRAWS.items():
+        part = standing_table(pairs, by=("model",), draw=draw)
+        parts.append(part.with_columns(pl.lit(label).alias("grouping")))
+        members += [Members(f"Relative standing ({label}): model {row['model']}, source {row['standing']} base",
+                            tuple(p.cr for p in pairs if p.cr.model == row["model"]
+                                  and standing_of(p, draw) == row["standing"]))
+                    for row in part.iter_rows(named=True)]
+    frame = pl.concat(parts, how="vertical")
+    columns = [Column("model", text("model"), False), Column("grouping", text("grouping"), False),
+               Column("source vs base", text("standing"), False),
                Column("n", integer("n")), Column("help", integer("n_help")), Column("harm", integer("n_harm")),
-               Column("help rate", number("help_rate")), Column("harm rate", number("harm_rate"))]
-    note = "The source attempt's final tier against the base's (fail < pass < pass2x); resolved cell-replicates."
+               Column("help rate", number("help_rate")), Column("harm rate", number("harm_rate")),
+               Column("unplaced", integer("n_unplaced"))]
+    note = ("The source attempt's final tier against a base's (fail < pass < pass2x); resolved cell-replicates. "
+            "'another replicate's base': the base attempt of the cell's next replicate, independent of the one the "
+            "skill attempt is compared with (unplaced: cells with one replicate); 'own base (paper)': the pair's "
+            "own base, as the paper groups them — that grouping shows 'above helps, below harms' even for a skill "
+            "that does nothing (docs/metrics.md, 'Relative standing').")
     return TableView("standing", "Relative standing", frame, columns, members, note)
 
 
-def reverse_view(replicates: Sequence[CellReplicate], rules: PairingRules) -> TableView:
-    frame = reverse_table(replicates, by=("model",), rules=rules)
-    index = {(cr.model, cr.target, cr.problem_id, cr.replicate, cr.direction): cr for cr in replicates if cr.resolved}
+def reverse_view(pairs: PairTable) -> TableView:
+    frame = reverse_table(pairs, by=("model",))
+    index = {(p.cr.model, p.cr.target, p.cr.problem_id, p.cr.replicate, p.cr.direction): p for p in pairs}
     members = []
     for row in frame.iter_rows(named=True):
         picked: list[CellReplicate] = []
-        for cr in _group(replicates, ("model",), (row["model"],)):
-            if cr.direction != row["direction"] or outcome(cr, rules) != row["given"]:
+        for p in pairs:
+            cr = p.cr
+            if cr.model != row["model"] or cr.direction != row["direction"] or p.outcome != row["given"]:
                 continue
             other = index.get((cr.model, cr.target, cr.problem_id, cr.replicate, reverse_direction(cr.direction)))
             if other is not None:
-                picked += [cr, other]
+                picked += [cr, other.cr]
         members.append(Members(f"Reverse coupling: model {row['model']}, {row['given']} in {row['direction']} "
                                "and its reverse", tuple(picked)))
     columns = [Column("model", text("model"), False), Column("direction", text("direction"), False),
@@ -141,20 +160,18 @@ def reverse_view(replicates: Sequence[CellReplicate], rules: PairingRules) -> Ta
     return TableView("reverse", "Reverse-direction coupling", frame, columns, members, note)
 
 
-def problem_lift_view(replicates: Sequence[CellReplicate], rules: PairingRules, n_boot: int) -> TableView:
-    """ΔGM per problem and direction: `paired_table` over each problem's cell-replicates."""
-    by_problem: dict[str, list[CellReplicate]] = defaultdict(list)
-    for cr in replicates:
-        by_problem[cr.problem_id].append(cr)
+def problem_lift_view(pairs: PairTable, n_boot: int) -> TableView:
+    """ΔGM per problem and direction: `paired_table` over each problem's scored pairs."""
     parts, members = [], []
-    for problem, crs in sorted(by_problem.items()):
-        part = paired_table(crs, by=("direction",), rules=rules, n_boot=n_boot)
+    for problem in sorted({p.cr.problem_id for p in pairs}):
+        mine = pairs.where(lambda p, problem=problem: p.cr.problem_id == problem)
+        part = paired_table(mine, by=("direction",), n_boot=n_boot)
         if part.is_empty():
             continue
         part = part.select("direction", "n_cells", "n_pairs", "n_dgm", "dgm", "dgm_lo", "dgm_hi")
         parts.append(part.with_columns(pl.lit(problem).alias("problem_id")).select("problem_id", pl.all().exclude(
             "problem_id")))
-        members += [Members(f"Per-problem ΔGM: {problem}, {d}", tuple(_group(crs, ("direction",), (d,))))
+        members += [Members(f"Per-problem ΔGM: {problem}, {d}", tuple(p.cr for p in mine if p.cr.direction == d))
                     for d in part["direction"].to_list()]
     frame = (pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame(schema={
         "problem_id": pl.Utf8, "direction": pl.Utf8, "n_cells": pl.Int64, "n_pairs": pl.Int64, "n_dgm": pl.Int64,
@@ -166,16 +183,14 @@ def problem_lift_view(replicates: Sequence[CellReplicate], rules: PairingRules, 
                      "ΔGM paired lift of each problem's resolved cell-replicates, per direction.")
 
 
-def enrichment_view(replicates: Sequence[CellReplicate], categories_of: Mapping[str, frozenset[str]],
-                    categories: Sequence[str], rules: PairingRules, n_boot: int,
-                    labels: str) -> TableView:
+def enrichment_view(pairs: PairTable, categories_of: Mapping[str, frozenset[str]], categories: Sequence[str],
+                    n_boot: int, labels: str) -> TableView:
     """Presence of each category among helped vs harmed cell-replicates' source SKILL.md, per model."""
-    frame = enrichment_table(replicates, categories_of, categories, by=("model",), rules=rules, n_boot=n_boot)
+    frame = enrichment_table(pairs, categories_of, categories, by=("model",), n_boot=n_boot)
     members = []
     for row in frame.iter_rows(named=True):
-        sided = tuple(cr for cr in _group(replicates, ("model",), (row["model"],))
-                      if cr.source is not None and cr.source.skill_sha in categories_of
-                      and outcome(cr, rules) != "neutral")
+        sided = tuple(p.cr for p in pairs if p.cr.model == row["model"] and p.cr.source is not None
+                      and p.cr.source.skill_sha in categories_of and p.outcome != "neutral")
         members.append(Members(f"Enrichment: model {row['model']}, category {row['category']} (helped and harmed "
                                "cell-replicates with an annotated source SKILL.md)", sided))
     columns = [Column("model", text("model"), False), Column("category", text("category"), False),
@@ -187,13 +202,13 @@ def enrichment_view(replicates: Sequence[CellReplicate], categories_of: Mapping[
     return TableView("enrichment", "Category enrichment", frame, columns, members, note)
 
 
-def benchmark_views(replicates: Sequence[CellReplicate], rules: PairingRules, n_boot: int) -> list[TableView]:
-    """The single-hop tables in report order (enrichment apart: it needs the store's annotations)."""
-    return [paired_view(replicates, ("model", "direction"), "paired_by_model_direction",
-                        "Paired outcomes by model × direction", rules, n_boot),
-            paired_view(replicates, (), "paired_overall", "Paired outcomes overall", rules, n_boot),
-            ladder_view(replicates), standing_view(replicates, rules), reverse_view(replicates, rules),
-            problem_lift_view(replicates, rules, n_boot)]
+def benchmark_views(replicates: Sequence[CellReplicate], pairs: PairTable, n_boot: int) -> list[TableView]:
+    """The single-hop tables in report order (enrichment apart: it needs the store's annotations). `pairs`: the
+    run's resolved cell-replicates scored once (`pairs.score_pairs`); the ladder also counts unresolved ones."""
+    return [paired_view(pairs, ("model", "direction"), "paired_by_model_direction",
+                        "Paired outcomes by model × direction", n_boot),
+            paired_view(pairs, (), "paired_overall", "Paired outcomes overall", n_boot),
+            ladder_view(replicates), standing_view(pairs), reverse_view(pairs), problem_lift_view(pairs, n_boot)]
 
 
 def source_skill_shas(replicates: Sequence[CellReplicate]) -> set[str]:
@@ -222,6 +237,8 @@ def chain_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Option
 CALIBRATION_LABELS = {
     "T": "T (help rate)", "H": "H (harm rate)",
     "standing_help": "help rate | standing", "standing_harm": "harm rate | standing",
+    "paper_standing_help": "help rate | standing (own base, paper)",
+    "paper_standing_harm": "harm rate | standing (own base, paper)",
     "closure_enrichment": "closure enrichment (generator's labels)",
     "reverse_help": "reverse helped | helped", "reverse_harm": "reverse harmed | helped",
     "closure_enrichment_annotated": "closure enrichment (annotator's labels; not checked)"}

@@ -7,14 +7,14 @@ trial's own artifact files. A missing artifact is said so on the page, never an 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
 
 from ...store import ArtifactMissing, ArtifactStore, TrialRow
 from ..cells import Attempt, CellReplicate
-from ..paired import PairingRules, outcome
+from ..pairs import ScoredPair
+from ..paired import PairingRules
 from ..propagation import UNANNOTATED
-from ..standing import standing
 from .claims import ClaimData, ClaimMark, Link
 from .html import esc, link, none, page, table, tier_span
 from .transcript import transcript_html
@@ -39,6 +39,8 @@ class PageContext:
     artifacts: ArtifactStore
     synthetic: bool
     rules: PairingRules
+    # Each resolved cell-replicate as the tables scored it, by (cell key, replicate).
+    scored: Mapping[tuple, ScoredPair] = field(default_factory=dict)
 
 
 def _read(ctx: PageContext, sha: Optional[str]) -> Optional[str]:
@@ -201,8 +203,9 @@ def _arm(ctx: PageContext, attempt: Optional[Attempt]) -> str:
 def _cell_rows(ctx: PageContext, cells: Sequence[CellReplicate]) -> str:
     rows = []
     for cr in cells:
-        result = outcome(cr, ctx.rules) if cr.resolved else "unresolved"
-        place = standing(cr) if cr.resolved else "–"
+        pair = ctx.scored.get((cr.cell_key, cr.replicate))
+        result = pair.outcome if pair is not None else "unresolved"
+        place = (f"{pair.standing or 'unplaced'} (own base: {pair.paper_standing})" if pair is not None else "–")
         rows.append([esc(cr.model), esc(cr.problem_id), esc(cr.direction), esc(cr.replicate), esc(result),
                      esc(place), _arm(ctx, cr.source), _arm(ctx, cr.base), _arm(ctx, cr.skill)])
     return table(["model", "problem", "direction", "replicate", "outcome", "source vs base", "source", "base",

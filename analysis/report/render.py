@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ...store import RunStore, TrialRow
-from ..cells import CellReplicate, cell_replicates, result_rows
+from ..cells import cell_replicates, result_rows
 from ..enrichment import skill_categories
 from ..paired import PairingRules
 from . import html as H
 from .claims import ClaimData, load_claims
 from .attribution_views import judge_views, rule_causes_view
+from ..pairs import PairTable, score_pairs
 from .data import benchmark_views, calibration_view, chain_view, enrichment_view, source_skill_shas
 from .lineage import LineageSection, lineage_section
 from .pages import LISTS_DIR, PageContext, all_trials_page, list_page, trial_page
@@ -154,7 +155,7 @@ class Calibration:
     problem: Optional[str] = None
 
 
-def _calibration(store: RunStore, meta: dict, replicates: Sequence[CellReplicate],
+def _calibration(store: RunStore, meta: dict, pairs: PairTable,
                  annotated: Optional[Mapping[str, frozenset[str]]], options: ReportOptions) -> Optional[Calibration]:
     """Planted vs recovered (analysis.calibration) for a synthetic run whose verdicts were drawn; None for any
     other run. The simultaneous intervals sit far out in the tails, so at least 4000 resamples (0: none)."""
@@ -163,12 +164,12 @@ def _calibration(store: RunStore, meta: dict, replicates: Sequence[CellReplicate
     spec = run_spec(meta)
     if spec is None:
         return None
-    if not any(cr.resolved for cr in replicates):
+    if not len(pairs):
         return Calibration(problem="no resolved benchmark cell-replicate to recover the planted rates from")
     n_boot = max(options.n_boot, 4000) if options.n_boot > 0 else 0
-    truth = truth_categories(store, sorted(source_skill_shas(replicates)))
+    truth = truth_categories(store, sorted(source_skill_shas(pairs.replicates)))
     try:
-        frame = calibration_table(replicates, spec, truth, annotated, options.rules, n_boot=n_boot)
+        frame = calibration_table(pairs, spec, truth, annotated, n_boot=n_boot)
     except ValueError as error:
         return Calibration(problem=str(error))
     return Calibration(view=calibration_view(frame, n_boot))
@@ -256,7 +257,8 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
         results = result_rows(store)
         replicates = cell_replicates(results)
         lap("load")
-        bench = benchmark_views(replicates, options.rules, options.n_boot)
+        pairs = score_pairs(replicates, options.rules)       # every pair's outcome and standing, once
+        bench = benchmark_views(replicates, pairs, options.n_boot)
         chains = chain_view(results, options.rules, options.n_boot)
         lap("benchmark_tables")
         claims = load_claims(store, trials, options.annotator, options.taxonomy, options.matcher)
@@ -264,7 +266,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
 
         header = _header(meta, trials)
         ctx = PageContext(trials, claims, category_colours(claims.categories), store.artifacts, header.synthetic,
-                          options.rules)
+                          options.rules, {(p.cr.cell_key, p.cr.replicate): p for p in pairs})
         lap("claims")
         out.mkdir(parents=True, exist_ok=True)
         folder = out / TRIALS_DIR
@@ -284,13 +286,12 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
                 categories_of = skill_categories(store, source_skill_shas(replicates), claims.annotator,
                                                  claims.taxonomy)
                 if categories_of:
-                    view = enrichment_view(replicates, categories_of, claims.categories, options.rules,
-                                           options.n_boot, claims.labels)
+                    view = enrichment_view(pairs, categories_of, claims.categories, options.n_boot, claims.labels)
                     enrichment = view if not view.frame.is_empty() else None
             rule_causes = rule_causes_view(replicates, categories_of or {}, options.rules,
                                            claims.labels if categories_of else "(none: no annotations)")
             attribution = ([rule_causes] if not rule_causes.frame.is_empty() else []) + judge_views(Path(run_dir))
-            calibration = _calibration(store, meta, replicates, categories_of or None, options) \
+            calibration = _calibration(store, meta, pairs, categories_of or None, options) \
                 if header.synthetic else None
             lap("calibration")
             lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, options.rules)

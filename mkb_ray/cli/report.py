@@ -38,6 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="relative time difference below which two passing kernels tie (default: the "
                              "judge's timing noise measured per target and kernel-time class, "
                              "analysis/noise_margins.json; 0.92 for synthetic attempts)")
+    parser.add_argument("--fail-factor", type=float, default=1.0, metavar="X",
+                        help="a failed attempt's end-to-end time in ΔGM, as a multiple of the problem's eager time "
+                             "(default 1: it falls back to PyTorch, tying with a pass no faster than eager; above "
+                             "1 a fail scores below every pass, as T/H have it; docs/metrics.md)")
     parser.add_argument("--annotator", metavar="NAME",
                         help="whose annotations to report (default: offline-v1 when stored, else the most used)")
     parser.add_argument("--taxonomy", metavar="NAME@VERSION",
@@ -62,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if args.noise is not None and args.noise < 0:
         print(f"mkb report: --noise must be ≥ 0, got {args.noise}", file=sys.stderr)
         return 2
-    rules = PairingRules() if args.noise is None else PairingRules(noise=args.noise)
+    if not args.fail_factor >= 1:
+        print(f"mkb report: --fail-factor must be ≥ 1 (a fail is never faster than eager), got {args.fail_factor}",
+              file=sys.stderr)
+        return 2
+    rules = PairingRules(noise=args.noise, fail_factor=args.fail_factor)
     options = ReportOptions(rules=rules, n_boot=args.n_boot, lineage_n_boot=args.lineage_n_boot,
                             annotator=args.annotator, taxonomy=args.taxonomy, matcher=args.matcher,
                             trial_pages=not args.no_trial_pages)

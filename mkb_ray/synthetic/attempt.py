@@ -50,10 +50,51 @@ def _stable_int(*parts: object) -> int:
     return int.from_bytes(digest, "big")
 
 
+def _logit_shift(q: float, e: float) -> float:
+    """sigmoid(logit(q) + e), written so that neither branch overflows; q of 0 or 1 stays put (no NaN), and a sum
+    of table entries a rounding error past 1 counts as 1."""
+    if q <= 0.0:
+        return 0.0
+    if q >= 1.0:
+        return 1.0
+    if e >= 0.0:
+        return q / (q + (1.0 - q) * math.exp(-e))
+    grown = q * math.exp(e)
+    return grown / ((1.0 - q) + grown)
+
+
+def shift_tiers(probs: TierProbs, e: float) -> TierProbs:
+    """`probs` made easier by `e` on the ordinal logit scale: logit P(tier >= pass) and logit P(tier >= pass2x) both
+    move by +e (e < 0: harder). One number moves both thresholds, so the tiers stay ordered and a problem that is
+    hard for passing is hard for pass2x too (SyntheticSpec.problem_difficulty_sigma). e == 0 returns `probs` itself,
+    so specs without problem effects draw bit for bit as before."""
+    if e == 0.0:
+        return probs
+    at_least_pass = _logit_shift(probs.pass_ + probs.pass2x, e)
+    pass2x = min(_logit_shift(probs.pass2x, e), at_least_pass)
+    return TierProbs.model_construct(fail=1.0 - at_least_pass, pass_=at_least_pass - pass2x, pass2x=pass2x)
+
+
+@functools.lru_cache(maxsize=65536)
+def problem_effect(spec_seed: int, model: Optional[str], problem_id: str, problem_sigma: float,
+                   model_problem_sigma: float) -> float:
+    """The logit shift e = d_p + u_mp of `model`'s attempts at `problem_id` (SyntheticSpec.problem_difficulty_sigma):
+    d_p seeded by (seed, problem) alone, so every model shares a problem's difficulty; u_mp by (seed, model,
+    problem). Deterministic and the same on every machine; exactly 0.0 with both sigmas 0."""
+    e = 0.0
+    if problem_sigma > 0:
+        e += random.Random(_stable_int("mkb-synthetic-difficulty", spec_seed, problem_id)).gauss(0.0, problem_sigma)
+    if model_problem_sigma > 0:
+        rng = random.Random(_stable_int("mkb-synthetic-model-problem", spec_seed, model, problem_id))
+        e += rng.gauss(0.0, model_problem_sigma)
+    return e
+
+
 def tier_probabilities(spec: SyntheticSpec, dsl: str, arm: str, *, closure_share: float = 0.0,
                        source_passed: bool = False, closure_claims: int = 0,
-                       model: Optional[str] = None) -> TierProbs:
-    """The final-tier probabilities of an attempt: the spec's table entry, and for the skill arm the skill effect
+                       model: Optional[str] = None, problem_effect: float = 0.0) -> TierProbs:
+    """The final-tier probabilities of an attempt: the spec's table entry, shifted by `problem_effect` (the logit
+    shift of the attempt's model and problem, `shift_tiers`), and for the skill arm then the skill effect
 
         delta = skill_help_shift + source_pass_shift * source_passed - closure_harm_per_share * closure_share
                 - closure_harm_per_claim * closure_claims
@@ -64,7 +105,7 @@ def tier_probabilities(spec: SyntheticSpec, dsl: str, arm: str, *, closure_share
     `source_passed` whether the source attempt's final tier was pass or pass2x. `model`: the knobs and table of
     `spec.per_model[model]` where it names them (SyntheticSpec.effect)."""
     effect = spec.effect(model)
-    base = effect.tiers(dsl, arm)
+    base = shift_tiers(effect.tiers(dsl, arm), problem_effect)
     if arm != "skill":
         return base
     delta = effect.skill_help_shift + (effect.source_pass_shift if source_passed else 0.0) \
@@ -202,8 +243,11 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
     closure_claims = sum(c.category == closure for c in source_claims)
     closure_share = closure_claims / len(source_claims) if source_claims else 0.0
     source_passed = skill_source_tier(source) in ("pass", "pass2x") if trial.arm == "skill" else False
+    shift = problem_effect(spec.seed, trial.model, trial.problem_id, spec.problem_difficulty_sigma,
+                           spec.model_problem_sigma)
     probs = tier_probabilities(spec, trial.dsl, trial.arm, closure_share=closure_share,
-                               source_passed=source_passed, closure_claims=closure_claims, model=trial.model)
+                               source_passed=source_passed, closure_claims=closure_claims, model=trial.model,
+                               problem_effect=shift)
     final_tier = _draw_tier(rng, probs)  # the stream's first draw: the same uniform number whatever the other knobs
     llm_error = rng.random() < spec.llm_error_prob
     empty_skill = rng.random() < spec.empty_skill_prob

@@ -164,8 +164,8 @@ class Atom:
 
     @property
     def standing(self) -> Standing:
-        s, b = _RANK[self.source_tier], _RANK[self.base_tier]
-        return "above" if s > b else ("below" if s < b else "same")
+        """The paper's grouping: the source against this atom's own base."""
+        return _standing(self.source_tier, self.base_tier)
 
 
 @dataclass(frozen=True)
@@ -188,16 +188,37 @@ class PlantedRates:
         total = sum(a.weight for a in atoms)
         return sum(a.weight * a.help for a in atoms) / total, sum(a.weight * a.harm for a in atoms) / total
 
-    def standing(self, group: Standing, model: Optional[str] = None) -> tuple[float, float, float]:
-        """(share of cell-replicates in the group, help rate in it, harm rate in it)."""
+    def standing(self, group: Standing, model: Optional[str] = None, draw: str = "independent"
+                 ) -> tuple[float, float, float]:
+        """(share of cell-replicates in the group, help rate in it, harm rate in it). `draw`: "independent" groups
+        by the source against an independent draw of the base (analysis/pairs.py: another replicate's base, whose
+        tier law is the base's); "paper" against the pair's own base."""
         atoms = self._pick(model)
         total = sum(a.weight for a in atoms)
-        inside = [a for a in atoms if a.standing == group]
-        mass = sum(a.weight for a in inside)
+        if draw == "paper":
+            placed = [(a, a.weight) for a in atoms if a.standing == group]
+        elif draw == "independent":
+            base_law = self._base_law()
+            placed = [(a, a.weight * sum(p for tier, p in base_law[a.model, a.direction].items()
+                                         if _standing(a.source_tier, tier) == group)) for a in atoms]
+        else:
+            raise ValueError(f"draw: {draw!r} is not 'independent' or 'paper'")
+        mass = sum(w for _, w in placed)
         if mass == 0:
             return 0.0, math.nan, math.nan
-        return (mass / total, sum(a.weight * a.help for a in inside) / mass,
-                sum(a.weight * a.harm for a in inside) / mass)
+        return (mass / total, sum(w * a.help for a, w in placed) / mass, sum(w * a.harm for a, w in placed) / mass)
+
+    def _base_law(self) -> dict[tuple[str, str], dict[str, float]]:
+        """P(base tier) per (model, direction): the law of an independent base draw."""
+        law: dict[tuple[str, str], dict[str, float]] = {}
+        for a in self.atoms:
+            by_tier = law.setdefault((a.model, a.direction), {})
+            by_tier[a.base_tier] = by_tier.get(a.base_tier, 0.0) + a.weight
+        for by_tier in law.values():
+            total = sum(by_tier.values())
+            for tier in by_tier:
+                by_tier[tier] /= total
+        return law
 
     def enrichment(self, model: Optional[str] = None) -> tuple[float, float, float]:
         """(presence | help, presence | harm, enrichment = presence | harm - presence | help) of the closure
@@ -235,6 +256,11 @@ class PlantedRates:
         return {k: v / total for k, v in joint.items()}
 
 
+def _standing(source_tier: str, base_tier: str) -> Standing:
+    s, b = _RANK[source_tier], _RANK[base_tier]
+    return "above" if s > b else ("below" if s < b else "same")
+
+
 def _reverse_name(direction: str) -> str:
     source, target = direction.split("2")
     return f"{target}2{source}"
@@ -258,10 +284,15 @@ def planted_rates(spec: SyntheticSpec, models: Sequence[str], noise: float,
     """The rates `spec` plants for a benchmark of `models` in `directions`, with help and harm judged at `noise`
     (SYNTHETIC_MARGIN, as the analysis judges synthetic attempts). `claim_law`: P(n claims, k closures) of a fresh
     SKILL.md when it is known exactly (default: `claim_counts(spec, claim_draws, seed)`). Raises ValueError for a
-    spec whose verdicts are not drawn (`judge: real`)."""
+    spec whose verdicts are not drawn (`judge: real`) or that has problem effects."""
     if spec.judge != "synthetic":
         raise ValueError("planted rates need drawn verdicts (synthetic.judge: synthetic); a real judge decides the "
                          "tiers itself")
+    if spec.problem_difficulty_sigma or spec.model_problem_sigma:
+        # The sums below treat every problem alike; with problem effects the rates are integrals over them, which
+        # benchmarks/metric_coverage.py takes from a very large drawn world instead (synthetic/worlds.py).
+        raise ValueError("planted rates have no closed form with per-problem difficulty or model × problem effects "
+                         "(problem_difficulty_sigma, model_problem_sigma): draw a large world instead")
     counts = dict(claim_law) if claim_law is not None else claim_counts(spec, claim_draws, seed)
     if abs(sum(counts.values()) - 1.0) > 1e-9 or any(n < 1 or not 0 <= k <= n for n, k in counts):
         raise ValueError("claim_law must be probabilities over (n >= 1 claims, 0 <= k <= n closures) summing to 1")

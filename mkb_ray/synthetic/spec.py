@@ -374,6 +374,20 @@ class SyntheticSpec(_Spec):
                                 description="per-model tier tables and skill-effect knobs (a mapping {model: "
                                             "ModelEffect}; fields not given keep the values above)")
 
+    # --- per-problem difficulty and model x problem effects (issue 27) ---
+    # e = d_p + u_mp, d_p ~ N(0, problem_difficulty_sigma) drawn once per problem id (shared by every model, DSL and
+    # arm), u_mp ~ N(0, model_problem_sigma) once per (model, problem); e shifts every tier-table entry of that
+    # (model, problem) on the ordinal logit scale before the skill effect: logit P(tier >= pass) and
+    # logit P(tier >= pass2x) both move by +e (positive: easier; `attempt.shift_tiers`). Without them every problem
+    # is equally hard and attempts of one cell are independent, which real benchmarks are not. Left out of a dump
+    # at 0 (exclude_if) for the same reason as closure_harm_per_claim.
+    problem_difficulty_sigma: float = Field(0.0, ge=0, le=5, exclude_if=lambda v: v == 0.0,
+                                            description="sd of a problem's difficulty shift, shared by every model, "
+                                                        "DSL and arm (logits; 0: off)")
+    model_problem_sigma: float = Field(0.0, ge=0, le=5, exclude_if=lambda v: v == 0.0,
+                                       description="sd of a (model, problem) pair's own shift, on top of the "
+                                                   "problem's (logits; 0: off)")
+
     # --- SKILL.md claims ---
     initial_claims_mean: float = Field(8.0, ge=0, le=200, description="Poisson mean of claims in a fresh (hop-0 or "
                                                                       "solo) SKILL.md (claims; at least 1 drawn)")
