@@ -35,6 +35,9 @@ class PairingRules:
 
     noise: Optional[float] = None      # a fixed 'faster' margin: base_ms / skill_ms > 1 + noise
     fail_factor: float = 1.0           # a failed attempt's end-to-end time, as a multiple of the eager time (≥ 1)
+    # A pass slower than eager runs at eager speed in ΔGM (min(kernel, eager)); False: its own time, the paper's
+    # unclipped reading, under which ΔGM and T/H can disagree in sign (docs/metrics.md).
+    slow_pass_runs_eager: bool = True
     # The judge's measured timing noise per target and kernel-time class (analysis/noise_margins.json).
     margins: NoiseMargins = field(default_factory=load_noise_margins, repr=False, compare=False)
 
@@ -87,7 +90,8 @@ def outcome(cr: CellReplicate, rules: PairingRules = PairingRules()) -> Outcome:
 
 def end_to_end_ms(attempt: Attempt, eager_ms: Optional[float], rules: PairingRules) -> Optional[float]:
     """What running the attempt's result costs: a pass runs the faster of its kernel and eager PyTorch
-    (min(kernel, eager): nobody deploys a kernel slower than the fallback), a fail falls back to eager at
+    (min(kernel, eager): nobody deploys a kernel slower than the fallback; `slow_pass_runs_eager` False: its
+    kernel time whatever it is), a fail falls back to eager at
     `fail_factor` × eager (≥ 1). So a fail is never better than a pass, as T/H have it: with fail_factor 1 a fail
     ties with a pass no faster than eager, above 1 it is strictly worse. `eager_ms` is one time per (target,
     problem) of the run (`problem_eager_ms`), the same for both arms: each attempt's own eager measurement differs
@@ -95,7 +99,7 @@ def end_to_end_ms(attempt: Attempt, eager_ms: Optional[float], rules: PairingRul
     read as a speed change. None when the run never measured an eager time for the problem and the attempt did
     not pass."""
     if attempt.passed and attempt.kernel_ms:
-        return min(attempt.kernel_ms, eager_ms) if eager_ms else attempt.kernel_ms
+        return min(attempt.kernel_ms, eager_ms) if eager_ms and rules.slow_pass_runs_eager else attempt.kernel_ms
     return eager_ms * rules.fail_factor if eager_ms else None
 
 

@@ -203,6 +203,10 @@ def test_a_pass_slower_than_eager_against_a_fail():
     assert r["n_harm"] == 1 and r["dgm"] == 0.0
     strict = paired_table(pair, by=(), rules=PairingRules(fail_factor=1.5), n_boot=0).row(0, named=True)
     assert strict["dgm"] == pytest.approx(1 / 1.5 - 1)
+    # The paper's unclipped reading, kept as a rule: the slow pass counts its own 2 ms against the fail's 1 ms,
+    # ΔGM log(2 / 1) > 0 where T/H say harm.
+    unclipped = paired_table(pair, by=(), rules=PairingRules(slow_pass_runs_eager=False), n_boot=0)
+    assert unclipped.row(0, named=True)["dgm"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="fail_factor"):
         PairingRules(fail_factor=0.5)
 

@@ -68,9 +68,12 @@ def paired_view(pairs: PairTable, by: Sequence[str], name: str, title: str, n_bo
         Column("ΔGM", number("dgm", ci=True, sign=True)), Column("ΔGM cells", integer("n_dgm"))]
     members = [Members(f"{title}: {_label(by, row)}", tuple(_group(replicates, by, tuple(row[k] for k in by))))
                for row in frame.iter_rows(named=True)]
+    pass_time = ("a pass at the faster of its kernel and eager" if rules.slow_pass_runs_eager
+                 else "a pass at its own kernel time")
     note = (f"Resolved cell-replicates only. Help: the skill passes and the base fails, or both pass and the base is "
             f"slower by more than {noise_text(rules)}; ΔGM: geometric-mean end-to-end speedup of skill over base "
-            f"− 1 (a pass at the faster of its kernel and eager, a failed attempt at {rules.fail_factor:g}× eager). "
+            f"− 1 ({pass_time}, "
+            f"a failed attempt at {rules.fail_factor:g}× eager). "
             f"Intervals: bootstrap over problems, {n_boot} resamples.")
     return TableView(name, title, frame, columns, members, note)
 

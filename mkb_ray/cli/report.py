@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a failed attempt's end-to-end time in ΔGM, as a multiple of the problem's eager time "
                              "(default 1: it falls back to PyTorch, tying with a pass no faster than eager; above "
                              "1 a fail scores below every pass, as T/H have it; docs/metrics.md)")
+    parser.add_argument("--slow-pass-own-time", action="store_true",
+                        help="in ΔGM, a pass slower than eager counts its own kernel time (the paper's unclipped "
+                             "reading; ΔGM can then disagree with T/H in sign) instead of running at eager speed")
     parser.add_argument("--annotator", metavar="NAME",
                         help="whose annotations to report (default: offline-v1 when stored, else the most used)")
     parser.add_argument("--taxonomy", metavar="NAME@VERSION",
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"mkb report: --fail-factor must be ≥ 1 (a fail is never faster than eager), got {args.fail_factor}",
               file=sys.stderr)
         return 2
-    rules = PairingRules(noise=args.noise, fail_factor=args.fail_factor)
+    rules = PairingRules(noise=args.noise, fail_factor=args.fail_factor,
+                         slow_pass_runs_eager=not args.slow_pass_own_time)
     options = ReportOptions(rules=rules, n_boot=args.n_boot, lineage_n_boot=args.lineage_n_boot,
                             annotator=args.annotator, taxonomy=args.taxonomy, matcher=args.matcher,
                             trial_pages=not args.no_trial_pages)
