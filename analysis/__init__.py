@@ -2,9 +2,13 @@
 
 Installed as `mkb_ray.analysis`. Public names are imported on first use (matplotlib only for the plots).
 - `cells`: the paired units of the benchmark (source, base, skill attempts per cell-replicate) from the store.
+- `outcomes`: what one pair says (help / harm / neutral, its ΔGM term, relative standing); `pairs`: every resolved
+  pair scored once, the table the single-hop metrics aggregate; `bootstrap`: the one bootstrap (problems as the
+  unit) every interval uses.
 - `ladder`: MetaKernelBench's R@t ladder, S, lift and coverage (the one implementation; results.json uses it).
-- `paired`: help / harm / neutral, T, H and the ΔGM paired lift with bootstrap intervals; the noise threshold.
-- `standing`, `reverse`, `enrichment`: relative standing, reverse-direction coupling, category enrichment.
+- `paired`: T, H and the ΔGM paired lift per group with bootstrap intervals.
+- `standing`, `reverse`, `enrichment`: relative standing (and its gaps), reverse-direction coupling, category
+  enrichment.
 - `attribution`: why a skill harmed (rule-based causes of harmed cell-replicates); `attribution_case` (what the
   LLM judge reads of one), `attribution_judge` (the LLM judge, prompts/attribute-<version>.md),
   `attribution_judgements` (its RUN/attribution/<judge>.jsonl files), `attribution_agreement` (judge vs rules:

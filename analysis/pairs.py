@@ -10,7 +10,7 @@ draw the skill attempt is then compared with. That is a confound by construction
 and a passing base can only be matched or beaten, so "source above → help, below → harm" appears even where the
 skill does nothing. Here `standing` compares the source with an *independent* draw of the base: the base attempt of
 the same cell's next replicate (cyclically; replicate r takes r+1's, the last takes the first's). It is None where
-the cell has no other replicate with a base that ran. `paper_standing` keeps the paper's definition (source vs
+the cell has no other resolved replicate. `paper_standing` keeps the paper's definition (source vs
 this pair's own base) for comparison with its numbers; docs/metrics.md says why it should not be read as an
 effect of the skill.
 """

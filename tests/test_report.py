@@ -276,14 +276,15 @@ def test_a_synthetic_run_says_so_on_every_page(tmp_path: Path) -> None:
     assert "none: the store holds no claim annotations" in index and "none: the store holds no lineage edges" in index
 
 
-def test_fail_factor_prices_a_failed_attempt_in_dgm(tmp_path: Path, capsys) -> None:
+def test_fail_factor_prices_a_failed_attempt_in_dgm(report: Path, tmp_path: Path, capsys) -> None:
     """--fail-factor 2: the harmed cell (base pass at 0.43 ms, skill fail, eager 0.9 ms) reads ΔGM 0.43 / 1.8 − 1 =
     −0.761 instead of −0.522; below 1 a fail would beat a pass at eager speed, so it is refused."""
-    build_run(tmp_path / "run")
-    assert render(tmp_path / "run", tmp_path / "out", "--n-boot", "0", "--no-trial-pages", "--fail-factor", "2") == 0
+    run = report.parent / "run"
+    assert render(run, tmp_path / "out", "--n-boot", "0", "--lineage-n-boot", "0", "--no-trial-pages",
+                  "--fail-factor", "2") == 0
     paired = tables_of(tmp_path / "out" / "index.html")["paired_by_model_direction"]
     assert paired[(MODEL, "tirx2cutedsl")]["ΔGM"].startswith("-0.761")
-    assert render(tmp_path / "run", tmp_path / "out2", "--fail-factor", "0.5") == 2
+    assert render(run, tmp_path / "out2", "--fail-factor", "0.5") == 2
     assert "--fail-factor must be ≥ 1" in capsys.readouterr().err
 
 
