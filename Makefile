@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml scripts/install-serving.sh scripts/install-system.sh
 install: $(STAMP)
 
 # The main job on the embedded default: the quickstart campaign (SmolLM2 on vLLM CPU, 2 problems, the four
-# benchmark arms and one 3-hop chain) on a local Ray; rerunning resumes it.
+# benchmark arms and one 3-hop chain) on a local Ray, then its claims and lineage and its report, which ends on a
+# five-line summary and the report's path; rerunning resumes it (lineage and report redo only what is new).
 run: install
 	$(VENV)/bin/mkb run experiments/quickstart.yaml
+	$(VENV)/bin/mkb lineage runs/quickstart
+	$(VENV)/bin/mkb report runs/quickstart
 
 # Judge every shipped solution on this machine's CPU (the judge's own self-check).
 validate: install

@@ -288,6 +288,25 @@ def test_fail_factor_prices_a_failed_attempt_in_dgm(report: Path, tmp_path: Path
     assert "--fail-factor must be ≥ 1" in capsys.readouterr().err
 
 
+def test_the_five_line_summary_counts_by_hand(report: Path) -> None:
+    """build_report_run's 18 planned trials (test_export.build_run's plan, plus chain0 of the second problem at h0
+    pass and h1 fail): completed 8 + those 2; skill-conditioned attempts and chain hops beyond h0 are 6 skill arms
+    and 4 hops, of which the first problem's two skill arms and the second chain's h1 ran, and one was skipped."""
+    from mkb_ray.analysis.report.summary import run_summary
+    from mkb_ray.store import RunStore
+
+    with RunStore(report.parent / "run", readonly=True) as store:
+        lines = run_summary(store, report / "index.html")
+    assert len(lines) == 5
+    assert lines[0] == "trials: 18 planned; 10 completed, 1 error, 1 infra_error, 5 planned, 1 skipped"
+    assert "chain h0 2 pass; chain h1 1 fail;" in lines[1] and "solo_cutedsl 1 pass2x/2 pass;" in lines[1]
+    assert lines[2].startswith("skills: a non-empty SKILL.md from 10 of 10 completed attempts; handed on to 3 of "
+                               "10 skill-conditioned attempts and chain hops (1 skipped")
+    # Two closures: solo_tirx's annotated claim and b1 of SKILL_H1 (build_report_run); one edge, b0 copied from a0.
+    assert lines[3].startswith("claims: 6 in the stored SKILL.md files, 2 labelled unsupported_closure by offline-v1")
+    assert lines[3].endswith("; 1 lineage edge") and lines[4] == f"report: {report / 'index.html'}"
+
+
 def test_the_real_run_has_no_banner(report: Path) -> None:
     assert not any('id="synthetic-banner"' in p.read_text() for p in report.rglob("*.html"))
     # Nor a planted-vs-recovered section: nothing was planted (tests/test_calibration.py renders one).

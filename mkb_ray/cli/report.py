@@ -91,4 +91,10 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"wrote {summary.index}{label}: {summary.n_trial_pages} trial pages, {summary.n_list_pages} list "
                   f"pages, {len(summary.tables)} table files under {out / 'tables'}; "
                   f"{summary.seconds['total']:.1f} s")
+    from ..analysis.report.summary import run_summary
+    from ..store import RunStore
+
+    with RunStore(run_dir, readonly=True) as store:
+        for line in run_summary(store, summary.index, args.annotator, args.taxonomy):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
