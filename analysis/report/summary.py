@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...store import RunStore
-from .claims import stored_labels
+from .claims import _query, stored_labels
 
 _TIERS = ("pass2x", "pass", "compile_only", "fail")
 
@@ -44,17 +44,22 @@ def run_summary(store: RunStore, index: Optional[Path] = None, annotator: Option
                  f"{handed} of {len(receivers)} skill-conditioned attempts and chain hops ({skipped} skipped: "
                  "nothing to hand on)")
 
-    n_claims = con.execute("SELECT COUNT(*) FROM claims").fetchone()[0]
+    # A store made before the claim tables (opened read-only) has none of them: _query answers [] there.
+    n_claims = _count(store, "SELECT COUNT(*) FROM claims")
     label, tax = stored_labels(store, annotator, taxonomy)
     if not n_claims or label is None:
         lines.append("claims: none stored yet (`mkb lineage RUN` cuts, annotates and links them)")
     else:
-        closures = con.execute("SELECT COUNT(*) FROM annotations WHERE annotator = ? AND taxonomy = ? AND "
-                               "category = 'unsupported_closure'", (label, tax)).fetchone()[0]
-        edges = con.execute("SELECT COUNT(*) FROM lineage_edges").fetchone()[0]
+        closures = _count(store, "SELECT COUNT(*) FROM annotations WHERE annotator = ? AND taxonomy = ? AND "
+                                 "category = 'unsupported_closure'", (label, tax))
+        edges = _count(store, "SELECT COUNT(*) FROM lineage_edges")
         lines.append(f"claims: {n_claims} in the stored SKILL.md files, {closures} labelled unsupported_closure "
                      f"by {label} (read with its gold-set error: `mkb lineage` prints it); {edges} lineage "
                      f"edge{'' if edges == 1 else 's'}")
     lines.append(f"report: {index}" if index is not None else "report: not written (`mkb report RUN`)")
     return lines
 
+
+def _count(store: RunStore, sql: str, params: tuple = ()) -> int:
+    rows = _query(store, sql, params)
+    return int(rows[0][0]) if rows else 0
