@@ -444,3 +444,45 @@ def test_failure_attribution_shows_the_rule_causes_and_a_stored_judges_agreement
     confusion = tables["attribution_confusion"][(judge, cause)]
     assert confusion[cause.replace("_", " ")] == "1" and confusion["n"] == "1"
     assert (tmp_path / "out2" / "tables" / "attribution_agreement.csv").is_file()
+
+
+def test_paired_pages_put_base_and_skill_side_by_side_with_the_skill_handed_over(report: Path) -> None:
+    """Issue 28: a page per resolved cell-replicate and per chain hop after the first, reachable from the index
+    (pairs.html) and from every list row; every link on them resolves."""
+    index = (report / "pairs.html").read_text()
+    assert "Cell-replicates (2)" in index and "Chain hops (4)" in index    # MODEL's first problem; 2 chains × h1, h2
+    p0 = f"{MODEL}/{PROBLEMS[0]}/r0"
+    page = report / "pairs" / f"{MODEL}__gpu__{PROBLEMS[0]}__cutedsl2tirx__r0.html".replace("/", "__")
+    text = page.read_text()
+    # The source solo_cutedsl's SKILL.md was handed over; its annotated claim is coloured by its category.
+    assert "SKILL.md handed over" in text and f"{p0}/solo_cutedsl" in text
+    assert 'data-category="verified_reformulation"' in text
+    # The base (solo_tirx, fail) and the skill attempt (pass2x) side by side; the pair helped.
+    assert text.index('id="base"') < text.index(f"{p0}/solo_tirx") < text.index('id="skill-conditioned"') \
+        < text.index(f"{p0}/cutedsl2tirx_skill")
+    assert '<strong id="outcome">help</strong>' in text and "unplaced against another replicate" in text
+    # The chain hop h1 beside h0: both SKILL.md files coloured, the copied edge with both claims' texts.
+    hop = (report / "hops" / f"{CHAIN}__h1.html".replace("/", "__")).read_text()
+    assert "Received: hop 0" in hop and "Written: hop 1" in hop and "<td>copied</td>" in hop
+    assert hop.count("Fusing the reduction into one kernel pass halves the memory traffic here.") >= 3
+    assert 'class="add"' in hop and "Nothing will ever beat eager PyTorch" in hop
+    lists = [p for p in (report / "lists").glob("paired_by_model_direction-*.html")]
+    assert any("../pairs/" in p.read_text() for p in lists)
+    for html_page in [page, report / "pairs.html", report / "hops" / f"{CHAIN}__h1.html".replace("/", "__")]:
+        for href in hrefs(html_page):
+            target = href.split("#")[0]
+            assert not target or (html_page.parent / target).resolve().is_file(), (html_page.name, href)
+
+
+@pytest.mark.skipif(_browser() is None, reason="no chromium or chromium-browser on PATH (the headless page-load "
+                                               "check needs one; CI installs it)")
+def test_a_browser_renders_the_paired_page(report: Path, tmp_path: Path) -> None:
+    browser = _browser()
+    assert browser is not None
+    page = report / "pairs" / f"{MODEL}__gpu__{PROBLEMS[0]}__cutedsl2tirx__r0.html".replace("/", "__")
+    dom = _dump(browser, page)
+    assert "SKILL.md handed over" in dom and "Skill-conditioned (in tirx)" in dom and "Base (solo in tirx)" in dom
+    shot = tmp_path / "pair.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
+                    f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
+    assert shot.is_file()

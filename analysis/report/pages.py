@@ -41,6 +41,9 @@ class PageContext:
     rules: PairingRules
     # Each resolved cell-replicate as the tables scored it, by (cell key, replicate).
     scored: Mapping[tuple, ScoredPair] = field(default_factory=dict)
+    # The file name of each pair's page under pairs/, and of each chain hop's page under hops/ (trial id -> name).
+    pair_pages: Mapping[tuple, str] = field(default_factory=dict)
+    hop_pages: Mapping[str, str] = field(default_factory=dict)
 
 
 def _read(ctx: PageContext, sha: Optional[str]) -> Optional[str]:
@@ -114,10 +117,10 @@ def _submissions(ctx: PageContext, tid: str, subs: Sequence[SubmissionRow]) -> s
     return table(headers, rows, [False] * 5 + [True] * 3 + [False] * 2 + [True] * 3) + "".join(sources)
 
 
-def _claim_links(ctx: PageContext, links: Sequence[Link], arrow: str, kind: str) -> str:
+def _claim_links(ctx: PageContext, links: Sequence[Link], arrow: str, kind: str, to_trials: str = "") -> str:
     out = []
     for lk in links:
-        target = ctx.trials.href(lk.trial_id)
+        target = ctx.trials.href(lk.trial_id, to_trials)
         label = f"{arrow}{lk.edge}"
         title = f"{kind} claim {lk.claim_id} ({lk.edge})"
         if target:
@@ -128,9 +131,10 @@ def _claim_links(ctx: PageContext, links: Sequence[Link], arrow: str, kind: str)
     return "".join(out)
 
 
-def highlight_skill(ctx: PageContext, tid: str, text: str, marks: Sequence[ClaimMark]) -> str:
+def highlight_skill(ctx: PageContext, tid: str, text: str, marks: Sequence[ClaimMark], to_trials: str = "") -> str:
     """The SKILL.md text, escaped, each claim a span coloured by its category (anchor `c-<claim id>`), followed
-    by links to its parent claims (↖, on the previous hop's page) and child claims (↘, on the next hop's)."""
+    by links to its parent claims (↖, on the previous hop's page) and child claims (↘, on the next hop's);
+    `to_trials`: the path from the page to trials/ ('' on a trial page)."""
     parents, children = ctx.claims.links(ctx.trials, tid)
     out, pos = [], 0
     for m in sorted(marks, key=lambda m: (m.start, m.end)):
@@ -139,8 +143,8 @@ def highlight_skill(ctx: PageContext, tid: str, text: str, marks: Sequence[Claim
         category = m.category or UNANNOTATED
         colour = ctx.colours.get(category, "#bbbbbb")
         title = f"{category} · {m.modality or '–'} · {m.support or '–'} · {m.claim_id}"
-        links = (_claim_links(ctx, parents.get(m.claim_id, ()), "↖", "parent")
-                 + _claim_links(ctx, children.get(m.claim_id, ()), "↘", "child"))
+        links = (_claim_links(ctx, parents.get(m.claim_id, ()), "↖", "parent", to_trials)
+                 + _claim_links(ctx, children.get(m.claim_id, ()), "↘", "child", to_trials))
         out.append(esc(text[pos:m.start]))
         out.append(f'<span class="claim cat-{esc(category)}" id="c-{esc(m.claim_id)}" data-category="{esc(category)}" '
                    f'style="background:{colour}55" title="{esc(title)}">{esc(text[m.start:m.end])}</span>{links}')
@@ -180,7 +184,10 @@ def trial_page(ctx: PageContext, row: TrialRow) -> str:
     """The whole page of one trial (written to trials/<name>)."""
     tid = row.trial_id
     names = ctx.trials.artifacts.get(tid, {})
+    hop_view = ctx.hop_pages.get(tid)
     body = [f"<h1>Trial {esc(tid)}</h1>", _meta(ctx, row),
+            (f'<p>{link(f"../hops/{hop_view}", "This hop beside the one before it")} (the SKILL.md received and '
+             "written, the lineage edges between them).</p>" if hop_view else ""),
             '<h2 id="submissions">Submissions and verdicts</h2>',
             _submissions(ctx, tid, ctx.trials.submissions.get(tid, ())),
             '<h2 id="kernel">Final kernel</h2>',
@@ -206,10 +213,12 @@ def _cell_rows(ctx: PageContext, cells: Sequence[CellReplicate]) -> str:
         pair = ctx.scored.get((cr.cell_key, cr.replicate))
         result = pair.outcome if pair is not None else "unresolved"
         place = (f"{pair.standing or 'unplaced'} (own base: {pair.paper_standing})" if pair is not None else "–")
+        page_name = ctx.pair_pages.get((cr.cell_key, cr.replicate))
+        paired = link(f"../pairs/{page_name}", "side by side") if page_name else "–"
         rows.append([esc(cr.model), esc(cr.problem_id), esc(cr.direction), esc(cr.replicate), esc(result),
-                     esc(place), _arm(ctx, cr.source), _arm(ctx, cr.base), _arm(ctx, cr.skill)])
+                     esc(place), _arm(ctx, cr.source), _arm(ctx, cr.base), _arm(ctx, cr.skill), paired])
     return table(["model", "problem", "direction", "replicate", "outcome", "source vs base", "source", "base",
-                  "skill"], rows, [False, False, False, True])
+                  "skill", "paired view"], rows, [False, False, False, True])
 
 
 def trial_rows_table(ctx: PageContext, ids: Sequence[str], to_trials: str) -> str:

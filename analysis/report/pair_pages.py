@@ -22,16 +22,19 @@ from typing import Optional, Sequence
 from ..cells import Attempt
 from ..pairs import ScoredPair
 from .html import esc, link, none, page, tier_span
-from .pages import PageContext, _artifact, _legend, _read, _submissions, highlight_skill
+from .pages import FINAL_KERNEL, TRANSCRIPT, PageContext, _artifact, _legend, _read, _submissions, highlight_skill
 from .transcript import transcript_html
-from .trials import FINAL_KERNEL, TRANSCRIPT
+from .trials import TrialIndex
 
 PAIRS_DIR = "pairs"
 HOPS_DIR = "hops"
+PAIRS_INDEX = "pairs.html"
+TRANSCRIPT_INLINE_CHARS = 40_000   # longer transcripts are linked, not copied (see _attempt_column)
 TO_TRIALS = "../trials/"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 PAIR_CSS = ('<style>.sides{display:grid;grid-template-columns:1fr 1fr;gap:1.2em}.sides>div{min-width:0}'
+            '.sides table{display:block;overflow-x:auto;max-width:100%}'
             '.diff .add{background:#e6ffec}.diff .del{background:#ffebe9}</style>')
 
 
@@ -75,8 +78,15 @@ def _attempt_column(ctx: PageContext, attempt: Optional[Attempt], role: str) -> 
     body = [head, "<h3>Submissions and verdicts</h3>", _submissions(ctx, tid, ctx.trials.submissions.get(tid, ())),
             "<h3>Final kernel</h3>",
             _artifact(ctx, names.get(FINAL_KERNEL), "final kernel", lambda t: f"<pre>{esc(t)}</pre>")]
-    transcript = _artifact(ctx, names.get(TRANSCRIPT), "transcript", transcript_html)
-    body.append(f"<details><summary>Transcript</summary>{transcript}</details>")
+    text = _read(ctx, names.get(TRANSCRIPT)) if names.get(TRANSCRIPT) else None
+    on_trial_page = link(f"{ctx.trials.href(tid, TO_TRIALS)}#transcript", "on the trial page")
+    if text is None:
+        body.append(none("no transcript stored"))
+    elif len(text) <= TRANSCRIPT_INLINE_CHARS:
+        body.append(f"<details><summary>Transcript</summary>{transcript_html(text)}</details>")
+    else:
+        # A benchmark holds thousands of pairs: long transcripts stay on their trial page, not copied into each.
+        body.append(f"<p>Transcript ({len(text):,} characters): {on_trial_page}.</p>")
     if row is not None and row.error:
         body.append(f"<pre>{esc(row.error)}</pre>")
     return f'<div class="side" id="{esc(role.split()[0].lower())}">' + "".join(body) + "</div>"
@@ -161,10 +171,9 @@ def hop_page(ctx: PageContext, chain_id: str, hop: int) -> str:
     return page(f"{chain_id} hop {hop}", PAIR_CSS + "\n".join(body), ctx.synthetic, root="../")
 
 
-def chain_hops(ctx: PageContext) -> list[tuple[str, int]]:
+def chain_hops_of(trials: TrialIndex) -> list[tuple[str, int]]:
     """Every (chain, hop ≥ 1) whose hop and the hop before it have trials, in order."""
-    return sorted((chain, hop) for chain, hop in ctx.trials.hop_trial if hop >= 1
-                  and (chain, hop - 1) in ctx.trials.hop_trial)
+    return sorted((chain, hop) for chain, hop in trials.hop_trial if hop >= 1 and (chain, hop - 1) in trials.hop_trial)
 
 
 def pairs_index(ctx: PageContext, pairs: Sequence[ScoredPair], hops: Sequence[tuple[str, int]]) -> str:

@@ -35,6 +35,8 @@ from . import html as H
 from .claims import ClaimData, load_claims
 from .attribution_views import judge_views, rule_causes_view
 from ..pairs import PairTable, score_pairs
+from .pair_pages import (HOPS_DIR, PAIRS_DIR, PAIRS_INDEX, chain_hops_of, hop_name, hop_page, pair_name, pair_page,
+                         pairs_index)
 from .data import benchmark_views, calibration_view, chain_view, enrichment_view, source_skill_shas
 from .lineage import LineageSection, lineage_section
 from .pages import LISTS_DIR, PageContext, all_trials_page, list_page, trial_page
@@ -97,6 +99,17 @@ def _write(path: Path, text: str) -> None:
 def _write_pages(ctx: PageContext, rows: Sequence[TrialRow], folder: Path) -> None:
     for row in rows:
         _write(folder / ctx.trials.page[row.trial_id], trial_page(ctx, row))
+
+
+def _write_paired_pages(ctx: PageContext, pairs: PairTable, hops: Sequence[tuple[str, int]], out: Path) -> None:
+    """pairs/ (one page per resolved cell-replicate), hops/ (one per chain hop after the first) and pairs.html."""
+    for folder in (PAIRS_DIR, HOPS_DIR):
+        (out / folder).mkdir(exist_ok=True)
+    for p in pairs:
+        _write(out / PAIRS_DIR / pair_name(p), pair_page(ctx, p))
+    for chain, hop in hops:
+        _write(out / HOPS_DIR / hop_name(chain, hop), hop_page(ctx, chain, hop))
+    _write(out / PAIRS_INDEX, pairs_index(ctx, list(pairs), hops))
 
 
 def _parallel(asked: Optional[bool]) -> bool:
@@ -232,7 +245,10 @@ def _index(header: H.RunHeader, bench: list[TableView], enrichment: Optional[Tab
         content = H.none("none: the store holds no lineage edges (chains not matched yet: `mkb lineage`)")
     sections.append(("lineage", "Claim propagation along chains", content))
     sections.append(("trials", "Trials", f'<p><a href="trials.html">All {n_trials} trials of the run</a>, each '
-                                         f'with its own page under {TRIALS_DIR}/. Every table as Markdown: '
+                                         f'with its own page under {TRIALS_DIR}/; <a href="{PAIRS_INDEX}">paired '
+                                         'views</a>: each cell-replicate\'s base and skill-conditioned attempts side '
+                                         'by side with the SKILL.md handed over, and each chain hop beside the one '
+                                         'before. Every table as Markdown: '
                                          f'<a href="tables/tables.md">tables/tables.md</a>.</p>'))
     body = [H.header_block(header), H.contents([(a, t) for a, t, _ in sections])]
     body += [H.section(a, t, c) for a, t, c in sections]
@@ -265,8 +281,12 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
         from ..lineage_plots import category_colours
 
         header = _header(meta, trials)
+        hops = chain_hops_of(trials) if options.trial_pages else []
         ctx = PageContext(trials, claims, category_colours(claims.categories), store.artifacts, header.synthetic,
-                          options.rules, {(p.cr.cell_key, p.cr.replicate): p for p in pairs})
+                          options.rules, {(p.cr.cell_key, p.cr.replicate): p for p in pairs},
+                          {(p.cr.cell_key, p.cr.replicate): pair_name(p) for p in pairs} if options.trial_pages
+                          else {},
+                          {trials.hop_trial[c, h]: hop_name(c, h) for c, h in hops})
         lap("claims")
         out.mkdir(parents=True, exist_ok=True)
         folder = out / TRIALS_DIR
@@ -316,6 +336,9 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
                 helper.terminate()
                 helper.join()
         _write(out / "trials.html", all_trials_page(ctx))
+        if options.trial_pages:
+            _write_paired_pages(ctx, pairs, hops, out)
+            lap("paired_pages")
         index = out / "index.html"
         _write(index, _index(header, bench, enrichment, chains, lineage, claims, lift_svg, links, len(trials.rows),
                             len(replicates), calibration, attribution))
