@@ -15,7 +15,7 @@ import pytest
 
 from mkb_ray.actors.evaluator import EvaluatorActor
 from mkb_ray.agents.attempt import load_record, run_attempt
-from mkb_ray.agents.chat import fenced_blocks, pick_skill
+from mkb_ray.agents.skill_schema import skill_from_reply
 from mkb_ray.agents.workspace import WorkspaceAgent
 from mkb_ray.cli.attempt import attempt_main
 from mkb_ray.judge import JudgeOptions
@@ -87,6 +87,12 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_server, tmp_path):
     skill_text = (solo_dir / "SKILL.md").read_text()
     assert skill_text.strip(), f"the solo attempt wrote no SKILL.md ({turn_report(solo)})"
     assert solo.skill_md_bytes > 0 and solo.attempt_clock_s <= BUDGET["wall_clock_s"]
+    # The roster has SmolLM2's SKILL.md turns decoded to the sections' JSON schema (issue 28): every such call says
+    # so in the record, and SKILL.md is the rendered sections — text under the headings, no code fence.
+    skill_calls = [c for c in solo.llm_calls if c.purpose in ("skill", "skill_checkpoint")]
+    assert skill_calls and all(c.constrained == "skill_md_v1" for c in skill_calls)
+    assert all(c.constrained is None for c in solo.llm_calls if c.purpose == "turn")
+    assert skill_text.startswith("# SKILL.md\n\n## ") and "```" not in skill_text
 
     code = attempt_main(EXAMPLE_PROBLEM, "tirx", "smollm2", skill_dir, agent="chat", target="cpu", device="cpu",
                         api_base=api_base, skill=solo_dir / "SKILL.md", budget_overrides=BUDGET, seed=2)
@@ -108,7 +114,7 @@ def test_solo_then_skill_attempt_with_a_real_model(smollm2_server, tmp_path):
     answers = [e["content"] for e in events
                if e.get("role") == "assistant" and e.get("purpose") in ("skill", "skill_checkpoint")]
     assert answers, f"the skill attempt was never asked for SKILL.md ({turn_report(skilled)})"
-    assert skilled.skill_md_bytes > 0 or all(pick_skill(fenced_blocks(a), a, loose=True) is None for a in answers), \
+    assert skilled.skill_md_bytes > 0 or all(skill_from_reply(a) is None for a in answers), \
         f"the skill attempt's SKILL.md is empty although the model answered with one ({turn_report(skilled)})"
 
 

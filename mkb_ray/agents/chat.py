@@ -21,6 +21,7 @@ from typing import Any, Optional
 from .context import (CHARS_PER_TOKEN, UNASKABLE_STOPS, AgentOutcome, AttemptContext, AttemptStopped, clean_text,
                       clip)
 from .skill import SKILL_MAX_CHARS, render, render_section
+from .skill_schema import skill_from_reply, skill_schema
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,23 @@ class ChatAgent:
         """The fence a reply starts with, for models the roster marks `open_fences` (too weak to open one
         themselves); None for everyone else."""
         return f"```{tag}\n" if getattr(self.ctx.client, "open_fences", False) else None
+
+    @property
+    def _constrained(self) -> bool:
+        """SKILL.md turns decode to skill_schema's JSON (the roster's `skill_format: json_schema`)."""
+        return getattr(self.ctx.client, "skill_format", "free") == "json_schema"
+
+    async def _ask_skill(self, section: str, turn: int, purpose: str, **values: object) -> tuple[str, Optional[str]]:
+        """Send a SKILL.md request (template `section`, or its `_json` twin under constrained decoding); returns the
+        reply text and the SKILL.md found in it (None: none). Raises AttemptStopped as `ctx.complete` does."""
+        request = self._say(section + ("_json" if self._constrained else ""), **values)
+        self._append_user(request)
+        self.ctx.transcript.message("user", request, purpose=purpose)
+        if self._constrained:
+            reply = await self.ctx.complete(self.messages, turn=turn, purpose=purpose, schema_for=skill_schema)
+            return reply.content, skill_from_reply(reply.content)
+        reply = await self.ctx.complete(self.messages, turn=turn, purpose=purpose, prefill=self._opening("skill"))
+        return reply.content, pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
 
     def _budget_status(self, turn: int) -> str:
         budget = self.ctx.budget
@@ -213,24 +231,19 @@ class ChatAgent:
         self.checkpoint_asked = True
         if ctx.budget.stop_reason(ctx.skill_reserve_s()) is not None:
             return None  # no time for it: the closing turn asks instead
-        request = self._say("skill_checkpoint")
         before = list(self.messages)
-        self._append_user(request)
-        ctx.transcript.message("user", request, purpose="skill_checkpoint")
         try:
-            reply = await ctx.complete(self.messages, turn=turn, purpose="skill_checkpoint",
-                                       prefill=self._opening("skill"))
+            content, skill = await self._ask_skill("skill_checkpoint", turn, "skill_checkpoint")
         except AttemptStopped as stopped:
             self.messages = before  # the request stays unanswered; the closing turn asks again
             return stopped.reason if stopped.reason in UNASKABLE_STOPS else None
-        skill = pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
         refusal = self._set_skill(skill) if skill is not None else None
         if skill is not None and refusal is None:
             self.skill_updated_turn = turn
             follow = self._say("skill_saved")
         else:
             follow = refusal or self._say("skill_not_saved")
-        self._remember(reply.content, follow + "\n\n" + self._budget_status(turn + 1))
+        self._remember(content, follow + "\n\n" + self._budget_status(turn + 1))
         return None
 
     def _append_user(self, text: str) -> None:
@@ -248,15 +261,10 @@ class ChatAgent:
             return
         why = {"submissions": "the submission budget is spent", "wall_clock": "the time budget is nearly spent",
                "max_turns": "the turn budget is spent"}.get(stop, stop)
-        request = self._say("final_skill", why=why)
-        self._append_user(request)
-        self.ctx.transcript.message("user", request, purpose="skill")
         try:
-            reply = await self.ctx.complete(self.messages, turn=self.ctx.budget.turns + 1, purpose="skill",
-                                            prefill=self._opening("skill"))
+            _, skill = await self._ask_skill("final_skill", self.ctx.budget.turns + 1, "skill", why=why)
         except AttemptStopped as stopped:
             log.info("no closing SKILL.md turn: %s", stopped)
             return
-        skill = pick_skill(fenced_blocks(reply.content), reply.content, loose=True)
         if skill is not None and (refusal := self._set_skill(skill)):
             self.ctx.transcript.log("note", text=refusal)

@@ -253,10 +253,12 @@ class AttemptContext:
     async def complete(self, messages: list[dict[str, Any]], *, turn: int, purpose: str = "turn",
                        tools: Optional[list[dict[str, Any]]] = None,
                        tool_choice: Optional[Union[str, dict[str, Any]]] = None, head: int = 2,
-                       prefill: Optional[str] = None) -> LLMReply:
+                       prefill: Optional[str] = None,
+                       schema_for: Optional[Callable[[int], dict[str, Any]]] = None) -> LLMReply:
         """One model call inside the budget. The conversation is trimmed to the model's context (see
         `fit_messages`); the call may last at most the wall time left. Raises AttemptStopped with reason
-        wall_clock / tokens / llm_error / context_overflow."""
+        wall_clock / tokens / llm_error / context_overflow. `schema_for(max_tokens)`: the `response_format` to
+        decode to, sized to the call's reply cap (mkb_ray/agents/skill_schema.py); recorded as `constrained`."""
         budget = self.budget
         if budget.remaining_s() <= 0:
             raise AttemptStopped("wall_clock")
@@ -275,15 +277,18 @@ class AttemptContext:
                                             head=head)
             started_at, clock_s = utc_now(), budget.elapsed_s()
             index = len(self.llm_calls)
+            response_format = schema_for(max_tokens) if schema_for is not None else None
+            constrained = response_format["json_schema"]["name"] if response_format is not None else None
             try:
                 reply = await self.client.complete(sent, tools=tools, tool_choice=tool_choice,
                                                    max_tokens=max_tokens, timeout_s=budget.remaining_s(),
-                                                   seed=self.config.seed, prefill=prefill)
+                                                   seed=self.config.seed, prefill=prefill,
+                                                   response_format=response_format)
                 break
             except LLMCallError as err:
                 self.llm_calls.append(LLMCallRecord(
                     index=index, turn=turn, purpose=purpose, started_at=started_at, attempt_clock_s=clock_s,
-                    ok=False, error=str(err)[:4000], max_tokens=max_tokens,
+                    ok=False, error=str(err)[:4000], max_tokens=max_tokens, constrained=constrained,
                     usage=LLMUsage(latency_s=err.latency_s, retries=max(0, err.attempts - 1))))
                 self.transcript.log("llm_error", turn=turn, purpose=purpose, error_kind=err.kind,
                                     error=str(err)[:4000])
@@ -297,7 +302,7 @@ class AttemptContext:
         self.llm_calls.append(LLMCallRecord(
             index=index, turn=turn, purpose=purpose, started_at=started_at, attempt_clock_s=clock_s, ok=True,
             finish_reason=reply.finish_reason, reply_chars=len(reply.content), tool_calls=len(reply.tool_calls),
-            max_tokens=max_tokens, usage=reply.usage))
+            max_tokens=max_tokens, constrained=constrained, usage=reply.usage))
         self.transcript.message("assistant", reply.content, turn=turn, purpose=purpose,
                                 tool_calls=[c.__dict__ for c in reply.tool_calls] or None,
                                 finish_reason=reply.finish_reason)

@@ -13,7 +13,7 @@ from pathlib import Path
 from string import Template
 from typing import Optional
 
-TEMPLATE_VERSION = "2"  # 2: SKILL.md kept current during the attempt (checkpoint, reminders)
+TEMPLATE_VERSION = "3"  # 2: SKILL.md kept current (checkpoint, reminders); 3: SKILL.md turns by JSON schema
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 # A SKILL.md larger than this is not a note but a dump; agents refuse it (the model is told).
 SKILL_MAX_CHARS = 64_000

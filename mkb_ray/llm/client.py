@@ -164,6 +164,7 @@ class LLMClient:
         # Only our own vLLM servers continue a partial assistant message (and take vLLM sampling extras); provider
         # APIs differ, so neither applies there.
         self.open_fences = bool(getattr(spec, "open_fences", False)) and bool(api_base)
+        self.skill_format: str = str(getattr(spec, "skill_format", "free")) if api_base else "free"
         self.repetition_penalty: Optional[float] = getattr(spec, "repetition_penalty", None) if api_base else None
         self._gpus = float(getattr(spec, "num_gpus", 0) or 0) if self.api_base else 0.0
 

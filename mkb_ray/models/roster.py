@@ -60,6 +60,10 @@ class ModelSpec(BaseModel):
                            "on kernel turns, ```skill on the closing SKILL.md turn), sent as the start of the "
                            "assistant message that our vLLM server continues; for models too weak to open a code "
                            "block unprompted. Ignored for API models")
+    skill_format: Literal["free", "json_schema"] = Field(
+        "free", description="how the chat agent's SKILL.md turns are answered: free (a ```skill block the model "
+                            "writes) or json_schema (decoding constrained to the sections of "
+                            "mkb_ray/agents/skill_schema.py, rendered as SKILL.md; our vLLM servers only)")
     repetition_penalty: Optional[float] = Field(
         None, gt=0, description="vLLM sampling repetition_penalty for our servers (None: the server default); "
                                 "ignored for API models")

@@ -103,6 +103,8 @@ class LLMCallRecord(_Record):
     reply_chars: int = 0
     tool_calls: int = 0
     max_tokens: int = 0
+    constrained: Optional[str] = Field(None, description="the JSON schema the reply was decoded to (its name; "
+                                                         "None: free text)")
     usage: LLMUsage = Field(default_factory=LLMUsage)
 
 
