@@ -131,7 +131,10 @@ def _workspace_attempt(api_base: str, out: Path, seed: int) -> AttemptRecord:
     config = AttemptConfig(problem_id=EXAMPLE_PROBLEM, dsl="tirx", target="cpu", model="smollm2",
                            agent="workspace", budget=WORKSPACE_BUDGET, out_dir=out, attempt_id="e2e-workspace",
                            seed=seed)
-    client = LLMClient(get_model("smollm2"), api_base)
+    # Greedy decoding: the roster's SmolLM2 sends no per-request seed (vLLM's CPU backend dies on one), so at its
+    # temperature 0.2 the "seed" above did not fix the replies, and two draws in a row once ran a forced write_file
+    # call into the reply cap (2026-12-05). At temperature 0 the same prompt gets the same reply.
+    client = LLMClient(get_model("smollm2").model_copy(update={"temperature": 0.0}), api_base)
     evaluator = EvaluatorActor("cpu", slots=1, options=JudgeOptions(warmup=1, timed=2))
     factory = lambda ctx: WorkspaceAgent(ctx, tool_choice=WORKSPACE_TOOLS)  # noqa: E731
     return asyncio.run(run_attempt(config, client, evaluator, workspace_agent_factory=factory))
