@@ -20,7 +20,7 @@ from ..enrichment import enrichment_table
 from ..ladder import RUNGS, group_summary
 from ...synthetic.planted import SYNTHETIC_MARGIN
 from ..noise_margins import MarginClass
-from ..pairs import PairTable
+from ..pairs import PairTable, ScoredPair
 from ..paired import PairingRules, paired_table
 from ..reverse import reverse_direction, reverse_table
 from ..standing import StandingDraw, standing_of, standing_table
@@ -166,8 +166,11 @@ def reverse_view(pairs: PairTable) -> TableView:
 def problem_lift_view(pairs: PairTable, n_boot: int) -> TableView:
     """ΔGM per problem and direction: `paired_table` over each problem's scored pairs."""
     parts, members = [], []
-    for problem in sorted({p.cr.problem_id for p in pairs}):
-        mine = pairs.where(lambda p, problem=problem: p.cr.problem_id == problem)
+    by_problem: dict[str, list[ScoredPair]] = defaultdict(list)
+    for p in pairs:
+        by_problem[p.cr.problem_id].append(p)
+    for problem, scored in sorted(by_problem.items()):
+        mine = PairTable(tuple(scored), pairs.rules)
         part = paired_table(mine, by=("direction",), n_boot=n_boot)
         if part.is_empty():
             continue

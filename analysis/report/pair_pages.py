@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import re
 from typing import Optional, Sequence
 
 from ..cells import Attempt
@@ -24,14 +23,14 @@ from ..pairs import ScoredPair
 from .html import esc, link, none, page, tier_span
 from .pages import FINAL_KERNEL, TRANSCRIPT, PageContext, _artifact, _legend, _read, _submissions, highlight_skill
 from .transcript import transcript_html
-from .trials import TrialIndex
+from .trials import TrialIndex, file_stem
+from ...store import TrialRow
 
 PAIRS_DIR = "pairs"
 HOPS_DIR = "hops"
 PAIRS_INDEX = "pairs.html"
 TRANSCRIPT_INLINE_CHARS = 40_000   # longer transcripts are linked, not copied (see _attempt_column)
 TO_TRIALS = "../trials/"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 PAIR_CSS = ('<style>.sides{display:grid;grid-template-columns:1fr 1fr;gap:1.2em}.sides>div{min-width:0}'
             '.sides table{display:block;overflow-x:auto;max-width:100%}'
@@ -41,21 +40,24 @@ PAIR_CSS = ('<style>.sides{display:grid;grid-template-columns:1fr 1fr;gap:1.2em}
 def pair_name(pair: ScoredPair) -> str:
     """The pair page's file name inside pairs/."""
     cr = pair.cr
-    return _UNSAFE.sub("_", f"{cr.model}__{cr.target}__{cr.problem_id}__{cr.direction}__r{cr.replicate}"
-                       .replace("/", "__"))[:180] + ".html"
+    return file_stem(f"{cr.model}__{cr.target}__{cr.problem_id}__{cr.direction}__r{cr.replicate}", 180) + ".html"
 
 
 def hop_name(chain_id: str, hop: int) -> str:
     """The hop page's file name inside hops/."""
-    return _UNSAFE.sub("_", f"{chain_id}__h{hop}".replace("/", "__"))[:180] + ".html"
+    return file_stem(f"{chain_id}__h{hop}", 180) + ".html"
 
 
-def _skill_block(ctx: PageContext, trial_id: Optional[str], what: str) -> str:
-    """A trial's SKILL.md with its claims coloured and linked (links relative to pairs/ and hops/)."""
+def _skill_of(ctx: PageContext, trial_id: Optional[str]) -> tuple[Optional[TrialRow], Optional[str]]:
+    """A trial's row and its SKILL.md text (None: no such trial, or no SKILL.md stored), read once per page."""
     row = ctx.trials.by_id.get(trial_id) if trial_id else None
+    return row, (_read(ctx, row.skill_sha) if row is not None and row.skill_sha else None)
+
+
+def _skill_block(ctx: PageContext, row: Optional[TrialRow], text: Optional[str], what: str) -> str:
+    """A trial's SKILL.md (`_skill_of`) with its claims coloured and linked (links relative to pairs/ and hops/)."""
     if row is None or not row.skill_sha:
         return none(f"no SKILL.md stored for {what}")
-    text = _read(ctx, row.skill_sha)
     if text is None or not text.strip():
         return none(f"the SKILL.md of {what} is empty or missing")
     marks = ctx.claims.marks(row.skill_sha)
@@ -111,7 +113,7 @@ def pair_page(ctx: PageContext, pair: ScoredPair) -> str:
               f"{link(ctx.trials.href(source.trial_id, TO_TRIALS), source.trial_id) if source else '–'} "
               f"({tier_span(source.tier if source else None)} in {esc(cr.source_dsl)}); the skill-conditioned attempt "
               f"received it as its only extra input.</p>"
-              + _skill_block(ctx, source.trial_id if source else None, "the source attempt"))
+              + _skill_block(ctx, *_skill_of(ctx, source.trial_id if source else None), "the source attempt"))
     sides = ('<div class="sides">' + _attempt_column(ctx, cr.base, f"Base (solo in {cr.target_dsl})")
              + _attempt_column(ctx, cr.skill, f"Skill-conditioned (in {cr.target_dsl})") + "</div>")
     title = f"{cr.model} · {cr.problem_id} · {cr.direction} · r{cr.replicate}"
@@ -129,10 +131,8 @@ def _edges_table(ctx: PageContext, chain_id: str, hop: int, texts: dict[str, str
             f"<tbody>{rows}</tbody></table>")
 
 
-def _claim_texts(ctx: PageContext, trial_id: Optional[str]) -> dict[str, str]:
-    row = ctx.trials.by_id.get(trial_id) if trial_id else None
-    text = _read(ctx, row.skill_sha) if row is not None and row.skill_sha else None
-    if text is None:
+def _claim_texts(ctx: PageContext, row: Optional[TrialRow], text: Optional[str]) -> dict[str, str]:
+    if row is None or text is None:
         return {}
     return {m.claim_id: text[m.start:m.end] for m in ctx.claims.marks(row.skill_sha) if 0 <= m.start < m.end}
 
@@ -149,18 +149,18 @@ def _diff(before: str, after: str) -> str:
 def hop_page(ctx: PageContext, chain_id: str, hop: int) -> str:
     """The page of chain hop `hop` (≥ 1) against the hop before (see the module docstring)."""
     before, after = ctx.trials.hop_trial.get((chain_id, hop - 1)), ctx.trials.hop_trial.get((chain_id, hop))
-    texts = {**_claim_texts(ctx, before), **_claim_texts(ctx, after)}
+    skills = {tid: _skill_of(ctx, tid) for tid in (before, after)}
+    texts = {**_claim_texts(ctx, *skills[before]), **_claim_texts(ctx, *skills[after])}
 
     def text_of(tid: Optional[str]) -> str:
-        row = ctx.trials.by_id.get(tid) if tid else None
-        return (_read(ctx, row.skill_sha) or "") if row is not None and row.skill_sha else ""
+        return skills[tid][1] or ""
 
     def column(tid: Optional[str], what: str) -> str:
-        row = ctx.trials.by_id.get(tid) if tid else None
+        row = skills[tid][0]
         head = (f"<h2>{esc(what)}</h2><p>{link(ctx.trials.href(tid, TO_TRIALS), tid)} · "
                 f"{tier_span(row.final_tier if row else None)} · {esc(row.dsl if row else '–')}</p>") if tid else \
             f"<h2>{esc(what)}</h2>"
-        return f'<div class="side">{head}{_skill_block(ctx, tid, what)}</div>'
+        return f'<div class="side">{head}{_skill_block(ctx, *skills[tid], what)}</div>'
 
     body = [f"<h1>Chain {esc(chain_id)}: hop {hop - 1} → hop {hop}</h1>",
             f"<p>Hop {hop} received hop {hop - 1}'s SKILL.md and wrote its own; the lineage edges say which of its "

@@ -19,7 +19,7 @@ def run_summary(store: RunStore, index: Optional[Path] = None, annotator: Option
     """Five lines: trials by status; final tiers per arm; SKILL.md files written and handed on; claims and the
     closures among them (the annotator the report uses: `stored_labels`); the report's path (when given)."""
     con = store.connection
-    rows = con.execute("SELECT arm_name, arm, kind, hop, status, final_tier, skill_sha FROM trials").fetchall()
+    rows = con.execute("SELECT arm_name, arm, kind, hop, status, final_tier, trial_id FROM trials").fetchall()
     status = Counter(r[4] for r in rows)
     lines = [f"trials: {len(rows)} planned; " + ", ".join(f"{n} {s}" for s, n in sorted(status.items()))]
 
@@ -35,8 +35,7 @@ def run_summary(store: RunStore, index: Optional[Path] = None, annotator: Option
 
     ran = [r for r in rows if r[4] == "completed"]
     sizes = store.skill_sizes()
-    ids = [r[0] for r in con.execute("SELECT trial_id FROM trials WHERE status = 'completed'")]
-    written = sum(1 for trial_id in ids if sizes.get(trial_id, 0) > 0)
+    written = sum(1 for r in ran if sizes.get(r[6], 0) > 0)
     receivers = [r for r in rows if r[1] == "skill" or (r[2] == "chain_hop" and (r[3] or 0) >= 1)]
     handed = sum(1 for r in receivers if r[4] == "completed")
     skipped = sum(1 for r in receivers if r[4] == "skipped")

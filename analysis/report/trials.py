@@ -48,13 +48,18 @@ class TrialIndex:
         return None if name is None else f"{to_trials}{name}"
 
 
+def file_stem(text: str, limit: int = _MAX_STEM) -> str:
+    """A file-name stem of `text`: '/' becomes '__', anything else outside [A-Za-z0-9._-] '_', cut to `limit`."""
+    return _UNSAFE.sub("_", text.replace("/", "__"))[:limit]
+
+
 def page_names(trial_ids: list[str]) -> dict[str, str]:
     """A file name per trial id: '/' becomes '__', anything else outside [A-Za-z0-9._-] '_', cut to 150
     characters; a name already taken (two ids that differ only there) gets -2, -3... in plan order."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for tid in trial_ids:
-        stem = _UNSAFE.sub("_", tid.replace("/", "__"))[:_MAX_STEM] or "trial"
+        stem = file_stem(tid) or "trial"
         name, k = stem, 1
         while name.lower() in taken:
             k += 1
