@@ -198,7 +198,8 @@ def main() -> None:
         return out
 
     laws = {"null": (null_spec(shaped), None), "effect": (shaped, None), "flat": (preset, closed_form)}
-    print(f"# metric coverage: python3 benchmarks/metric_coverage.py {' '.join(sys.argv[1:])}".rstrip())
+    print(f"# metric coverage on SYNTHETIC worlds (drawn, not run): python3 benchmarks/metric_coverage.py "
+          f"{' '.join(sys.argv[1:])}".rstrip())
     print(f"# problem effects: difficulty sigma {args.difficulty}, model × problem sigma {args.model_problem} "
           f"(null and effect laws; flat has none); bootstrap {args.n_boot} resamples, problems as the unit")
     for name in args.law:
