@@ -259,6 +259,44 @@ def print_table(summaries: list[dict[str, Any]]) -> None:
                   f"{min(bounds):.2f}-{max(bounds):.2f}, median {statistics.median(bounds):.2f}")
 
 
+WALL_PARTS = ("setup", "first_call", "correctness", "integrity", "timing_kernel", "timing_baselines", "close")
+
+
+def eval_wall_parts(row: dict[str, Any]) -> Optional[dict[str, float]]:
+    """Where a row's evaluation wall goes, medians over its passing judgements with cached baselines: the
+    verdict's phases (`first_call` holds the submission's compile, shown apart as `compile`), the kernel
+    process's end (`close`) and the rest (`other`: the checker hand-off, pipes, the verdict's return)."""
+    judged = [v for v in row["judge"] if v["tier"] in ("pass", "pass2x") and v["baseline_source"] == "cached"]
+    if not judged:
+        return None
+    parts: dict[str, list[float]] = {name: [] for name in ("wall", "compile", *WALL_PARTS, "other")}
+    for v in judged:
+        phases = v.get("phases_s") or {}
+        wall = v["wall_s"] - (v.get("lock_wait_s") or 0.0)
+        parts["wall"].append(wall)
+        parts["compile"].append(v.get("compile_s") or 0.0)
+        for name in WALL_PARTS:
+            parts[name].append(float(phases.get(name, 0.0)))
+        parts["other"].append(wall - sum(float(phases.get(name, 0.0)) for name in WALL_PARTS))
+    return {name: statistics.median(values) for name, values in parts.items()}
+
+
+def print_eval_walls(rows: list[dict[str, Any]]) -> None:
+    """The evaluation wall with cached baselines (target <= 3 s), split by phase, one line per row."""
+    split = [(row, eval_wall_parts(row)) for row in rows]
+    split = [(row, parts) for row, parts in split if parts]
+    if not split:
+        return
+    names = ("wall", "compile", *WALL_PARTS, "other")
+    print("\nevaluation wall with cached baselines, median seconds per judgement (first_call includes compile):")
+    print(f"{'problem':34} {'dsl':8} " + " ".join(f"{n[:9]:>9}" for n in names))
+    for row, parts in split:
+        print(f"{row['problem_id']:34} {row['dsl']:8} " + " ".join(f"{parts[n]:>9.2f}" for n in names))
+    walls = [parts["wall"] for _, parts in split]
+    print(f"{sum(w <= 3.0 for w in walls)}/{len(walls)} rows within 3 s (median wall {statistics.median(walls):.2f} s, "
+          f"max {max(walls):.2f} s)")
+
+
 # --- main --------------------------------------------------------------------------------------------------------
 
 def _trip_label(per_trip: Optional[int]) -> str:
@@ -314,6 +352,7 @@ def main() -> int:
     if args.report:
         rows = [json.loads(p.read_text()) for p in sorted(args.report.glob("row-*.json"))]
         print_table([summarise(r) for r in rows])
+        print_eval_walls(rows)
         return 0
 
     import torch
@@ -364,6 +403,7 @@ def main() -> int:
     (out / "summary.json").write_text(json.dumps(summaries, indent=1))
     print("\n=== all rows ===")
     print_table(summaries)
+    print_eval_walls(rows)
     return 0
 
 

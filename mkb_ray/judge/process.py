@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Optional
+from typing import IO, Any, Callable, Optional
 
 import psutil
 
@@ -191,17 +191,22 @@ class CheckerProcess:
             self.process.stdin.close()
         except BrokenPipeError:
             pass
-        killed_for = _supervise(self.process, limits, self.kernel_pidfd)
+        # Done when the checker exits or closes its answer pipe: it closes the pipe right after writing the verdict,
+        # and the verdict needs nothing of its exit (a CUDA process's teardown takes a while).
+        killed_for = _supervise(self.process, limits, self.kernel_pidfd, answered=lambda: not reader.is_alive())
         reader.join(timeout=5)
+        answer = _parse_answer(b"".join(chunks), nonce)
+        wall_s = time.perf_counter() - started
         self.log.seek(0)
         log_tail = self.log.read().decode(errors="replace")[-LOG_TAIL_CHARS:]
-        self.close()
-        return WorkerOutcome(_parse_answer(b"".join(chunks), nonce), killed_for, self.process.returncode,
-                             time.perf_counter() - started, log_tail)
+        self.close(reap_later=answer is not None)
+        return WorkerOutcome(answer, killed_for, self.process.returncode, wall_s, log_tail)
 
-    def close(self) -> None:
+    def close(self, reap_later: bool = False) -> None:
+        """End the checker and its kernel process. `reap_later`: signal them now but wait for their end in the
+        background (the verdict is in hand; only a spawned checker, whose reaping is ours alone)."""
         if self.process.poll() is None:
-            _kill_group(self.process)
+            _kill_group(self.process, reap=not (reap_later and isinstance(self.process, subprocess.Popen)))
         for pidfd in self.forked_pidfds.values():  # their lifelines closed with the checker; this ends them at once
             kill_pidfd(pidfd)
             os.close(pidfd)
@@ -333,14 +338,18 @@ class CheckerPool:
         self.close()
 
 
-def _kill_group(process: "subprocess.Popen[bytes] | ForkedChild") -> None:
+def _kill_group(process: "subprocess.Popen[bytes] | ForkedChild", reap: bool = True) -> None:
+    """SIGKILL the process's group; wait for its end here (`reap`) or in a background thread."""
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     if process.poll() is None:  # not yet a group leader (a fork that has not reached setsid)
         process.kill()
-    process.wait()
+    if reap:
+        process.wait()
+    else:
+        threading.Thread(target=process.wait, daemon=True, name=f"reap-{process.pid}").start()
 
 
 def _drain(fd: int, chunks: list[bytes]) -> None:
@@ -353,13 +362,13 @@ def _drain(fd: int, chunks: list[bytes]) -> None:
 
 
 def _supervise(process: "subprocess.Popen[bytes] | ForkedChild", limits: JudgeLimits,
-               kernel_pidfd: Optional[int] = None) -> Optional[str]:
-    """Wait for the checker within the limits; its memory counts its kernel process's, forked (`kernel_pidfd`:
-    not a descendant of the checker) or not."""
+               kernel_pidfd: Optional[int] = None, answered: Callable[[], bool] = lambda: False) -> Optional[str]:
+    """Wait for the checker within the limits, until it ends or has `answered`; its memory counts its kernel
+    process's, forked (`kernel_pidfd`: not a descendant of the checker) or not."""
     deadline = time.monotonic() + limits.timeout_s
     next_memory_check = 0.0
     killed_for = None
-    while process.poll() is None:
+    while process.poll() is None and not answered():
         now = time.monotonic()
         if now > deadline:
             killed_for = "timeout"
@@ -372,7 +381,8 @@ def _supervise(process: "subprocess.Popen[bytes] | ForkedChild", limits: JudgeLi
                 killed_for = "memory_limit"
                 break
         time.sleep(POLL_S)
-    _kill_group(process)  # anything the worker left in its session goes with it
+    if not answered():  # an answered checker is ended by its owner's close(), which need not wait for it
+        _kill_group(process)  # anything the worker left in its session goes with it
     if kernel_pidfd is not None:
         kill_pidfd(kernel_pidfd)
     return killed_for

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -81,9 +82,12 @@ def main() -> int:
             try:
                 verdict = run(request, process, ForkedSpare(_forked_channels("baseline")))
             finally:
+                closing = time.perf_counter()
                 process.close()  # ends the process and reads its log to the end
                 verdict_log = process.log.text()
             verdict["log_tail"] = verdict_log
+            # On the evaluation's wall but in no judging phase: the kernel process's end (its CUDA teardown).
+            verdict.setdefault("phases_s", {})["close"] = time.perf_counter() - closing
     result.write(json.dumps({"nonce": nonce, "verdict": verdict}, default=str))
     result.close()
     sys.stdout.flush()

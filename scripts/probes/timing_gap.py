@@ -41,6 +41,9 @@ one thing the judge's kernel process does differently, so the variant that moves
                    shares the exchange with the kernel process (`exchange` allocates in the same process);
 - contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
+- tpos_fixed, tpos_banks, tpos_exch: the judge's trips (a pause, then 5 calls with the flush and the launch lead),
+                   medians by place in the trip, with one input set, a set per place, or a set per place each in
+                   its own exchange buffer (`trip_positions`);
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
                    in the process (the judge's kernel processes warm the profiler up at start and profile calls).
 
@@ -316,6 +319,7 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
                    [timed(solution.solve, lambda i: fixed, sleep_with_naps) for _ in range(3)])
         finally:
             napper.close()
+    trip_positions(problem_id, dsl, solution.solve, loaded, sets, exchange_dir, only)
     variants["trip5"] = (lambda i: fixed, lambda i: time.sleep(0.005) if i % 5 == 0 else None)
     variants["idle5_mm1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(4)))
     variants["idle5_mm3"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(12)))
@@ -377,6 +381,39 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
                 samples.append(drawn.counted_ms)
         runs.append(samples)
     report(problem_id, dsl, "clock_idle1ms", runs)
+
+
+def trip_positions(problem_id: str, dsl: str, solve, loaded, sets: list[list], exchange_dir: Path,
+                   only: set[str] | None) -> None:
+    """The judge's trips in-process: a 5 ms pause, then 5 calls back to back, each with the judge's flush and launch
+    lead; medians by place in the trip. The judge reads calls 4-5 of a trip 10-18 % slower than calls 1-3 for
+    mlp_norm/01 and kv_cache/01 (H100 and H200, 2026-12-05). tpos_fixed: one input set for every call;
+    tpos_banks: call k of a trip takes set k (the judge gives each draw of a trip its own bank); tpos_exch: the
+    same, each set in its own exchange buffer (cudaMalloc'd apart, as the exchange's banks)."""
+    from mkb_ray.kernel_runner.draw_clock import LAUNCH_LEAD_CYCLES
+
+    banks = sets[1:6]
+    exchanged, buffers = [], []
+    if only is None or "tpos_exch" in only:
+        for bank in banks:
+            tensors = [x if isinstance(x, torch.Tensor) else None for x in bank]
+            slots, end = plan_slots(tensors)
+            buffers.append(ExchangeBuffer(end, "cuda", exchange_dir))
+            exchanged.append([view(buffers[-1].tensor, s).copy_(x) if s is not None else x
+                              for s, x in zip(slots, bank)])
+    pause = lambda i: time.sleep(0.005) if i % 5 == 0 else None  # noqa: E731
+    cases = {"tpos_fixed": lambda i: sets[0], "tpos_banks": lambda i: banks[i % 5],
+             "tpos_exch": lambda i: exchanged[i % 5]}
+    for name, inputs_for in cases.items():
+        if only is not None and name not in only:
+            continue
+        runs = [timed(solve, inputs_for, pause, calls=110, lead_cycles=LAUNCH_LEAD_CYCLES) for _ in range(3)]
+        by_place = [[x for run in runs for j, x in enumerate(run) if (10 + j) % 5 == place] for place in range(5)]
+        print(f"{problem_id:44} {dsl:8} {name:12} median by place in trip: "
+              + ", ".join(f"{statistics.median(v):.4f}" for v in by_place) + " ms", flush=True)
+    torch.cuda.synchronize()
+    for buffer in buffers:
+        buffer.close()
 
 
 def main() -> None:
