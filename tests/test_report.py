@@ -482,7 +482,33 @@ def test_a_browser_renders_the_paired_page(report: Path, tmp_path: Path) -> None
     page = report / "pairs" / f"{MODEL}__gpu__{PROBLEMS[0]}__cutedsl2tirx__r0.html".replace("/", "__")
     dom = _dump(browser, page)
     assert "SKILL.md handed over" in dom and "Skill-conditioned (in tirx)" in dom and "Base (solo in tirx)" in dom
+    # Side by side as laid out, not only as written: a copy of the page reports where the browser put the two
+    # attempt columns (same row, the skill-conditioned one to the right of the base).
+    probe = page.with_name("layout-probe.html")
+    probe.write_text(page.read_text().replace("</body>", _LAYOUT_PROBE + "</body>"))
+    try:
+        laid = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
+                               "--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120)
+    finally:
+        probe.unlink()
+    sides = json.loads(re.search(r'data-sides="([^"]*)"', laid.stdout).group(1).replace("&quot;", '"'))
+    (base_left, base_top, base_width), (skill_left, skill_top, _) = sides[:2]
+    assert abs(base_top - skill_top) <= 2 and skill_left >= base_left + 0.9 * base_width
+    # The screenshot shows it: text (dark pixels) in both halves of the window where the columns start.
     shot = tmp_path / "pair.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1600",
                     f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120, check=True)
-    assert shot.is_file()
+    from PIL import Image
+
+    image = Image.open(shot).convert("L")
+    top = min(max(base_top, 0), image.height - 400)
+    for left in (0, image.width // 2):
+        box = image.crop((left, top, left + image.width // 2, top + 400))
+        dark = sum(count for value, count in enumerate(box.histogram()) if value < 100)
+        assert dark > 500, f"no text drawn in the {'left' if left == 0 else 'right'} column of the screenshot"
+
+
+_LAYOUT_PROBE = (
+    "<script>document.body.setAttribute('data-sides', JSON.stringify([...document.querySelectorAll('.sides > .side')]"
+    ".map(e => { const r = e.getBoundingClientRect(); return [Math.round(r.left), Math.round(r.top), "
+    "Math.round(r.width)]; })));</script>")
