@@ -93,3 +93,24 @@ def test_time_in_kernels_no_dsl_compile_produced_is_not_the_dsls():
     # A record claiming more foreign time than DSL time cannot push the share below zero or the compute past it.
     odd = PooledWork()
     assert odd.add(_record(10.0, 0.0, unnamed_us=50.0)) == 0.0
+
+
+def test_foreign_kernels_doing_the_references_work_fail_whatever_the_dsl_share():
+    """The H200's record of tests/adversarial/cute_v3_foreign_kernel_jiterator.py (2026-12-05), per profiled call:
+    the CuTe cast 186 µs, the jiterator kernel 164 µs (in dsl_us, and in unnamed_us), eager silu_and_mul 319 µs on
+    the checker's own clock. The share rule passes it (53 %, a slow cast buys share); the yardstick does not: 164 µs
+    is 51 % of the reference's device time. An honest record (no foreign kernel) passes at any reference time."""
+    work = PooledWork()
+    for _ in range(3):
+        work.add({"source": "cupti_kernels", "dsl_us": 350.0, "torch_compute_us": 0.0, "torch_glue_us": 399.0,
+                  "unnamed_us": 164.0, "unnamed_kernels": {"silu_mul_vectorized8_kernel": 1}})
+    assert work.passes and abs(work.share - 186.0 / 350.0) < 1e-12
+    passed, detail = work.foreign_check(eager_device_ms=0.319)
+    assert not passed
+    assert "164 µs" in detail and "51%" in detail and "silu_mul_vectorized8_kernel×3" in detail
+    # Below the bar (a foreign helper doing a third of the reference's work) it passes, and says so.
+    assert work.foreign_check(eager_device_ms=0.5)[0]
+    honest = PooledWork()
+    honest.add({"source": "cupti_kernels", "dsl_us": 60.0, "torch_compute_us": 0.0, "unnamed_us": 0.0})
+    assert honest.foreign_check(eager_device_ms=0.001)[0]
+    assert honest.median_foreign_us == 0.0

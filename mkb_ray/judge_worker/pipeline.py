@@ -222,17 +222,29 @@ class Judge:
             return False
         return True
 
-    def yardstick(self) -> None:
-        """CPU target, after timing: the kernel's eager part against the reference's own cost per call, measured
-        here (`reference_per_call`), which a kernel cannot inflate. The share rule compares two times the kernel
-        controls (a DSL launch that casts and then spins buys share), so:
+    def yardstick(self, eager_device_ms: Optional[float] = None) -> None:
+        """After timing. The share rule compares two times the kernel controls (a DSL launch that casts and then
+        spins buys share), so each target also holds the work outside the DSL against the reference's own cost,
+        which a kernel cannot inflate. GPU: time in kernels no DSL compile produced against `eager_device_ms`, the
+        eager reference's device time per call (`PooledWork.foreign_check`). CPU target: the kernel's eager part
+        against the reference's own cost per call, measured here (`reference_per_call`):
         - a rule: eager compute in the median profiled call against the reference's compute (EAGER_YARDSTICK);
         - evidence: the time outside the DSL's launches in the median unprofiled call against the reference's whole
           call. It would see compute the profiler cannot attribute and work done only where nothing profiles, but
           at smoke shapes honest Python glue reaches 24 % of the reference's call on an idle CPU and 79 % on a
           loaded one, while an eager copy of the reference reads 50-80 %: no bar separates them (problems/CONTRACT.md,
           'Limits we know of')."""
-        if self.on_gpu or not self.work.calls:
+        if not self.work.calls:
+            return
+        if self.on_gpu:
+            # The GPU's yardstick: work in kernels no DSL compile produced against the eager reference's device
+            # time (the checker's own baseline). Eager PyTorch compute is not held to a bar here until the shipped
+            # solutions' share of it is measured on the GPU; a kernel that spins buys share, not a smaller eager part.
+            if eager_device_ms:
+                passed, detail = self.work.foreign_check(eager_device_ms)
+                if self.work.median_foreign_us > 0 or not passed:
+                    self.log.check("decoration", passed, detail if passed else
+                                   f"code outside the DSL did the reference's work: {detail}")
             return
         reference = self.reference_per_call()
         if reference.compute_us and reference.compute_elements:
@@ -339,7 +351,7 @@ class Judge:
         started = time.perf_counter()
         baselines = self.baselines()
         self.phases_s["timing_baselines"] = time.perf_counter() - started
-        self.yardstick()
+        self.yardstick(baselines.eager_device_ms)
         if baselines.note:
             self.log.note("baselines", baselines.note)
         return self.reported_times(series, baselines)

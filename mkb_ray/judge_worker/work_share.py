@@ -39,6 +39,14 @@ PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third o
 # both DSLs, every family: benchmarks/results/2026-12-04-h200-session17-launch-lead.txt; every GPU solution's
 # compiles name their kernels: tests/test_validate.py).
 TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us", "unnamed_us")
+# GPU: time in kernels no DSL compile produced, in the median profiled call, over the eager reference's own device
+# time per call (the checker's baseline, which the kernel cannot touch), at which those kernels did the reference's
+# work whatever the DSL's share. The share rule alone compares two times the kernel controls: on the H200
+# (2026-12-05) a jiterator kernel computed silu(gate) * up in 164 µs beside a naive CuTe cast of 186 µs, share 53 %,
+# and passed (tests/adversarial/cute_v3_foreign_kernel_jiterator.py: 164 µs is 51 % of eager's 319 µs). Honest GPU
+# solutions recorded no such time at all (above), so the bar cannot fail one; EAGER_YARDSTICK's value, for the same
+# reason (a kernel that leaves that much of the reference's work to code outside the DSL is decoration).
+FOREIGN_YARDSTICK = EAGER_YARDSTICK
 
 
 def microseconds(value: Any) -> float:
@@ -68,6 +76,7 @@ class PooledWork:
     call_shares: list[float] = field(default_factory=list)
     call_compute_us: list[float] = field(default_factory=list)
     call_compute_elements: list[float] = field(default_factory=list)
+    call_foreign_us: list[float] = field(default_factory=list)
 
     def add(self, record: dict[str, Any]) -> float:
         """Add one call's record; returns that call's own DSL share."""
@@ -81,6 +90,7 @@ class PooledWork:
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
         self.call_compute_elements.append(microseconds(record.get("torch_compute_elements")))
+        self.call_foreign_us.append(foreign_us(times))
         return share
 
     @property
@@ -101,6 +111,21 @@ class PooledWork:
     def median_compute_elements(self) -> float:
         """Input elements of PyTorch's compute operators in the median profiled call (CPU target)."""
         return statistics.median(self.call_compute_elements) if self.call_compute_elements else 0.0
+
+    @property
+    def median_foreign_us(self) -> float:
+        """Time in kernels no DSL compile produced, in the median profiled call (GPU)."""
+        return statistics.median(self.call_foreign_us) if self.call_foreign_us else 0.0
+
+    def foreign_check(self, eager_device_ms: float) -> tuple[bool, str]:
+        """GPU: (passed, detail) of FOREIGN_YARDSTICK against the eager reference's device time per call."""
+        foreign, reference_us = self.median_foreign_us, eager_device_ms * 1e3
+        ratio = foreign / reference_us if reference_us > 0 else 0.0
+        named = ", ".join(f"{name}×{count}" for name, count in list(self.unnamed_kernels.items())[:3])
+        detail = (f"kernels no DSL compile produced ran {foreign:.0f} µs in the median of {self.calls} profiled "
+                  f"call(s){': ' + named if named else ''}, {ratio:.0%} of the eager reference's own "
+                  f"{reference_us:.0f} µs per call (the bar: {FOREIGN_YARDSTICK:.0%})")
+        return ratio < FOREIGN_YARDSTICK, detail
 
     @property
     def summed_share(self) -> float:
