@@ -41,9 +41,11 @@ one thing the judge's kernel process does differently, so the variant that moves
                    shares the exchange with the kernel process (`exchange` allocates in the same process);
 - contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
-- tpos_fixed, tpos_banks, tpos_exch: the judge's trips (a pause, then 5 calls with the flush and the launch lead),
-                   medians by place in the trip, with one input set, a set per place, or a set per place each in
-                   its own exchange buffer (`trip_positions`);
+- tpos_fixed, tpos_banks, tpos_exch, tpos_copyout: the judge's trips (a pause, then 5 calls with the flush and the
+                   launch lead), medians by place in the trip, with one input set, a set per place, a set per place
+                   each in its own exchange buffer, or a set per place with the outputs copied into slots of their
+                   own after each call as the kernel process does (`trip_positions`). 2026-12-05, H200: the first
+                   three flat for mlp_norm/01 CuTe DSL, kv_cache/01 and moe/01 TIRx;
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
                    in the process (the judge's kernel processes warm the profiler up at start and profile calls).
 
@@ -408,12 +410,43 @@ def trip_positions(problem_id: str, dsl: str, solve, loaded, sets: list[list], e
         if only is not None and name not in only:
             continue
         runs = [timed(solve, inputs_for, pause, calls=110, lead_cycles=LAUNCH_LEAD_CYCLES) for _ in range(3)]
-        by_place = [[x for run in runs for j, x in enumerate(run) if (10 + j) % 5 == place] for place in range(5)]
-        print(f"{problem_id:44} {dsl:8} {name:12} median by place in trip: "
-              + ", ".join(f"{statistics.median(v):.4f}" for v in by_place) + " ms", flush=True)
+        _print_places(problem_id, dsl, name, runs)
+    if only is None or "tpos_copyout" in only:
+        # As the judge's kernel process does after every draw, off the clock: the outputs copied into a slot of
+        # their own per place (the exchange's output slots), then a device-wide wait.
+        outputs = solve(*banks[0])
+        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
+        slots = [[torch.empty_like(out) for out in outputs] for _ in range(5)]
+        runs = []
+        for _ in range(3):
+            samples = []
+            for index in range(110):
+                pause(index)
+                FLUSH.zero_()
+                torch.cuda.synchronize()
+                torch.cuda._sleep(LAUNCH_LEAD_CYCLES)
+                START.record()
+                result = solve(*banks[index % 5])
+                END.record()
+                torch.cuda.synchronize()
+                result = result if isinstance(result, (tuple, list)) else (result,)
+                for slot, out in zip(slots[index % 5], result):
+                    slot.copy_(out)
+                torch.cuda.synchronize()
+                if index >= 10:
+                    samples.append(START.elapsed_time(END))
+            runs.append(samples)
+        _print_places(problem_id, dsl, "tpos_copyout", runs)
     torch.cuda.synchronize()
     for buffer in buffers:
         buffer.close()
+
+
+def _print_places(problem_id: str, dsl: str, name: str, runs: list[list[float]]) -> None:
+    """Medians by place in a 5-call trip (the runs' first sample is call 10, place 0)."""
+    by_place = [[x for run in runs for j, x in enumerate(run) if (10 + j) % 5 == place] for place in range(5)]
+    print(f"{problem_id:44} {dsl:8} {name:12} median by place in trip: "
+          + ", ".join(f"{statistics.median(v):.4f}" for v in by_place) + " ms", flush=True)
 
 
 def main() -> None:
