@@ -41,11 +41,11 @@ one thing the judge's kernel process does differently, so the variant that moves
                    shares the exchange with the kernel process (`exchange` allocates in the same process);
 - contexts6, ctx6_idle1ms: six other processes holding idle CUDA contexts, as on a judging host;
 - monitored:       the solution imported after the launch monitor is installed (every launch goes through it);
-- tpos_fixed, tpos_banks, tpos_exch, tpos_copyout: the judge's trips (a pause, then 5 calls with the flush and the
-                   launch lead), medians by place in the trip, with one input set, a set per place, a set per place
-                   each in its own exchange buffer, or a set per place with the outputs copied into slots of their
-                   own after each call as the kernel process does (`trip_positions`). 2026-12-05, H200: the first
-                   three flat for mlp_norm/01 CuTe DSL, kv_cache/01 and moe/01 TIRx;
+- tpos_fixed, tpos_banks, tpos_exch, tpos_copyout, tpos_gap2ms: the judge's trips (a pause, then 5 calls with the
+                   flush and the launch lead), medians by place in the trip: one input set; a set per place; a set
+                   per place each in its own exchange buffer; outputs copied into slots of their own after each call,
+                   as the kernel process does; 2 ms of host time between calls (`trip_positions`). 2026-12-05, H200:
+                   the first three flat for mlp_norm/01 CuTe DSL, kv_cache/01 and moe/01 TIRx;
 - after_profiler:  once torch.profiler (CPU + CUDA activities, as the decoration check runs it) has profiled a call
                    in the process (the judge's kernel processes warm the profiler up at start and profile calls).
 
@@ -406,10 +406,15 @@ def trip_positions(problem_id: str, dsl: str, solve, loaded, sets: list[list], e
     pause = lambda i: time.sleep(0.005) if i % 5 == 0 else None  # noqa: E731
     cases = {"tpos_fixed": lambda i: sets[0], "tpos_banks": lambda i: banks[i % 5],
              "tpos_exch": lambda i: exchanged[i % 5]}
+    # tpos_gap2ms: also 2 ms of host time between the calls of a trip (the kernel process's checks and copies
+    # between draws take host time; does the device slow down as a trip goes on when it idles between calls?)
+    gaps = {"tpos_gap2ms": lambda i: time.sleep(0.005 if i % 5 == 0 else 0.002)}
+    cases["tpos_gap2ms"] = lambda i: banks[i % 5]
     for name, inputs_for in cases.items():
         if only is not None and name not in only:
             continue
-        runs = [timed(solve, inputs_for, pause, calls=110, lead_cycles=LAUNCH_LEAD_CYCLES) for _ in range(3)]
+        runs = [timed(solve, inputs_for, gaps.get(name, pause), calls=110, lead_cycles=LAUNCH_LEAD_CYCLES)
+                for _ in range(3)]
         _print_places(problem_id, dsl, name, runs)
     if only is None or "tpos_copyout" in only:
         # As the judge's kernel process does after every draw, off the clock: the outputs copied into a slot of
