@@ -39,16 +39,12 @@ def standing_of(pair: ScoredPair, draw: StandingDraw = "independent") -> Optiona
     return pair.standing if draw == "independent" else pair.paper_standing
 
 
-def standing_table(replicates: Union[PairTable, Sequence[CellReplicate]], by: Sequence[str] = ("model",),
-                   rules: Optional[PairingRules] = None, n_boot: int = 0, seed: int = 0, level: float = 0.95,
-                   draw: StandingDraw = "independent") -> pl.DataFrame:
-    """One row per group and standing: n (resolved cell-replicates with a standing under `draw`), n_help, n_harm,
-    help_rate, harm_rate (None when n is 0), and n_unplaced (the group's pairs without a standing draw: a cell
-    with one replicate). Every standing appears in every group, with n 0 when none fell in it. With n_boot > 0
-    also help_rate_lo / _hi and harm_rate_lo / _hi (`bootstrap.Bootstrap`, resampling problems within the group)."""
-    table = as_pairs(replicates, rules)
-    by = list(by)
-    per_problem: dict[tuple, dict[str, np.ndarray]] = defaultdict(dict)   # group -> problem -> [standing][n, h, x]
+def _counts_by_problem(table: PairTable, by: list[str], draw: StandingDraw
+                       ) -> tuple[dict[tuple, dict[str, np.ndarray]], dict[tuple, int]]:
+    """Per group, per problem (the bootstrap's unit): counts [standing][n, n_help, n_harm] of the pairs with a
+    standing under `draw`; and per group the pairs without one (n_unplaced). A problem whose pairs all lack a
+    standing stays in its group with zero counts: it is still one of the group's problems when they are resampled."""
+    per_problem: dict[tuple, dict[str, np.ndarray]] = defaultdict(dict)
     unplaced: dict[tuple, int] = defaultdict(int)
     for p in table:
         key = group_key(p.cr, by)
@@ -57,10 +53,19 @@ def standing_table(replicates: Union[PairTable, Sequence[CellReplicate]], by: Se
         if place is None:
             unplaced[key] += 1
             continue
-        row = counts[STANDINGS.index(place)]
-        row[_N] += 1
-        if p.outcome != "neutral":
-            row[_HELP if p.outcome == "help" else _HARM] += 1
+        counts[STANDINGS.index(place)] += (1, p.outcome == "help", p.outcome == "harm")
+    return per_problem, unplaced
+
+
+def standing_table(replicates: Union[PairTable, Sequence[CellReplicate]], by: Sequence[str] = ("model",),
+                   rules: Optional[PairingRules] = None, n_boot: int = 0, seed: int = 0, level: float = 0.95,
+                   draw: StandingDraw = "independent") -> pl.DataFrame:
+    """One row per group and standing: n (resolved cell-replicates with a standing under `draw`), n_help, n_harm,
+    help_rate, harm_rate (None when n is 0), and n_unplaced (the group's pairs without a standing draw: a cell
+    with one replicate). Every standing appears in every group, with n 0 when none fell in it. With n_boot > 0
+    also help_rate_lo / _hi and harm_rate_lo / _hi (`bootstrap.Bootstrap`, resampling problems within the group)."""
+    by = list(by)
+    per_problem, unplaced = _counts_by_problem(as_pairs(replicates, rules), by, draw)
     boot = Bootstrap(n_boot, seed, level)
     rng = boot.rng()
     rows = []
@@ -92,16 +97,9 @@ def standing_gaps(replicates: Union[PairTable, Sequence[CellReplicate]], by: Seq
     below, harm_gap = harm rate below − harm rate above (both positive: "above helps, below harms"), with bootstrap
     intervals resampling problems (None where a group lacks either standing). A skill that does nothing gives
     gaps whose intervals cover 0 under the independent draw; the paper's grouping does not (pairs.py)."""
-    table = as_pairs(replicates, rules)
     by = list(by)
     above, below = STANDINGS.index("above"), STANDINGS.index("below")
-    per_problem: dict[tuple, dict[str, np.ndarray]] = defaultdict(dict)
-    for p in table:
-        place = standing_of(p, draw)
-        if place is None:
-            continue
-        counts = per_problem[group_key(p.cr, by)].setdefault(p.unit, np.zeros((len(STANDINGS), 3)))
-        counts[STANDINGS.index(place)] += (1, p.outcome == "help", p.outcome == "harm")
+    per_problem, _ = _counts_by_problem(as_pairs(replicates, rules), by, draw)
     boot = Bootstrap(n_boot, seed, level)
     rng = boot.rng()
 
