@@ -90,7 +90,9 @@ class ClaimData:
         return parents, children
 
 
-def _query(store: RunStore, sql: str, params: tuple = ()) -> list[tuple]:
+def query_claim_tables(store: RunStore, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query on the claim tables; none from a store made before them (opened read-only, it cannot be
+    given them), so the report and its summary read old runs without a special case."""
     try:
         return store.connection.execute(sql, params).fetchall()
     except sqlite3.OperationalError:   # a store made before the claim tables, opened read-only
@@ -101,7 +103,7 @@ def stored_labels(store: RunStore, annotator: Optional[str] = None, taxonomy: Op
                   ) -> tuple[Optional[str], Optional[str]]:
     """The (annotator, taxonomy) to report: the ones asked for (the stored pair that matches them), else
     offline-v1 / mkb-11@1 when stored, else the pair with the most annotations; (None, None) when none is stored."""
-    pairs = {(a, t): n for a, t, n in _query(store, "SELECT annotator, taxonomy, COUNT(*) FROM annotations "
+    pairs = {(a, t): n for a, t, n in query_claim_tables(store, "SELECT annotator, taxonomy, COUNT(*) FROM annotations "
                                                     "GROUP BY annotator, taxonomy")}
     if annotator or taxonomy:
         wanted = [p for p in pairs if annotator in (None, p[0]) and taxonomy in (None, p[1])]
@@ -120,10 +122,11 @@ def stored_matcher(store: RunStore, annotator: Optional[str], matcher: Optional[
     (lineage_runs), else the one with the most edges; None when no edges are stored."""
     if matcher:
         return matcher
-    counts = dict(_query(store, "SELECT matcher, COUNT(*) FROM lineage_edges GROUP BY matcher"))
+    counts = dict(query_claim_tables(store, "SELECT matcher, COUNT(*) FROM lineage_edges GROUP BY matcher"))
     if not counts:
         return None
-    ran = {m for m, a in _query(store, "SELECT DISTINCT matcher, annotator FROM lineage_runs") if a == annotator}
+    runs = query_claim_tables(store, "SELECT DISTINCT matcher, annotator FROM lineage_runs")
+    ran = {m for m, a in runs if a == annotator}
     pool = [m for m in counts if m in ran] or list(counts)
     return max(pool, key=lambda m: (counts[m], m))
 
@@ -155,20 +158,20 @@ def load_claims(store: RunStore, trials: TrialIndex, annotator: Optional[str] = 
                 taxonomy: Optional[str] = None, matcher: Optional[str] = None) -> ClaimData:
     """Every stored SKILL.md's claims with the chosen annotations, and the chosen matcher's edges."""
     annotator, taxonomy = stored_labels(store, annotator, taxonomy)
-    labelled = annotator is not None and bool(_query(store, "SELECT 1 FROM annotations WHERE annotator = ? AND "
-                                                            "taxonomy = ? LIMIT 1", (annotator, taxonomy)))
+    labelled = annotator is not None and bool(query_claim_tables(
+        store, "SELECT 1 FROM annotations WHERE annotator = ? AND taxonomy = ? LIMIT 1", (annotator, taxonomy)))
     rows: dict[str, list[ClaimRow]] = {}
-    for r in _query(store, _CLAIMS_SQL, (annotator, taxonomy)):
+    for r in query_claim_tables(store, _CLAIMS_SQL, (annotator, taxonomy)):
         rows.setdefault(r[0], []).append(r[1:])
     categories, closure = _taxonomy_names(taxonomy if labelled else None)
     if labelled:
-        seen = {r[0] for r in _query(store, _CATEGORIES_SQL, (annotator, taxonomy))}
+        seen = {r[0] for r in query_claim_tables(store, _CATEGORIES_SQL, (annotator, taxonomy))}
         categories += sorted(seen - set(categories))
     data = ClaimData(annotator if labelled else None, taxonomy if labelled else None,
                      stored_matcher(store, annotator, matcher) if labelled else None, categories, closure, rows)
     if data.matcher:
         edges: dict[tuple[str, int], list[EdgeRow]] = {}
-        for r in _query(store, _EDGES_SQL, (data.matcher,)):
+        for r in query_claim_tables(store, _EDGES_SQL, (data.matcher,)):
             edges.setdefault((r[0], r[1]), []).append(r[2:])
         data.edges = edges
     return data

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ...store import RunStore
-from .claims import _query, stored_labels
+from .claims import query_claim_tables, stored_labels
 
 _TIERS = ("pass2x", "pass", "compile_only", "fail")
 
@@ -43,7 +43,7 @@ def run_summary(store: RunStore, index: Optional[Path] = None, annotator: Option
                  f"{handed} of {len(receivers)} skill-conditioned attempts and chain hops ({skipped} skipped: "
                  "nothing to hand on)")
 
-    # A store made before the claim tables (opened read-only) has none of them: _query answers [] there.
+    # A store made before the claim tables (opened read-only) has none of them: query_claim_tables answers [] there.
     n_claims = _count(store, "SELECT COUNT(*) FROM claims")
     label, tax = stored_labels(store, annotator, taxonomy)
     if not n_claims or label is None:
@@ -60,5 +60,5 @@ def run_summary(store: RunStore, index: Optional[Path] = None, annotator: Option
 
 
 def _count(store: RunStore, sql: str, params: tuple = ()) -> int:
-    rows = _query(store, sql, params)
+    rows = query_claim_tables(store, sql, params)
     return int(rows[0][0]) if rows else 0
