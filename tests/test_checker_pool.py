@@ -92,3 +92,36 @@ def test_importing_the_other_dsl_after_the_guard_is_set_trips_nothing():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "violations []" in out.stdout, out.stdout
+
+
+_ANSWERS_THEN_LINGERS = """
+import json, os, sys, time
+message = json.loads(sys.stdin.read())
+with os.fdopen(int(message["result_fd"]), "w") as result:
+    result.write(json.dumps({"nonce": message["nonce"], "verdict": {"tier": "pass"}}))
+time.sleep(60)  # a checker whose exit (a CUDA context's teardown) takes long after its answer
+"""
+
+
+@pytest.mark.judge
+def test_the_verdict_is_taken_when_the_answer_pipe_closes_not_at_the_checkers_exit(monkeypatch):
+    """A spawned checker that has answered is not waited for: run() returns with the answer at once, and the
+    checker is killed and reaped in the background."""
+    import time
+
+    import mkb_ray.judge.process as process_module
+
+    class Lingering(subprocess.Popen):
+        def __init__(self, argv, **kwargs):
+            super().__init__([sys.executable, "-c", _ANSWERS_THEN_LINGERS], **kwargs)
+
+    monkeypatch.setattr(process_module.subprocess, "Popen", Lingering)
+    checker = CheckerProcess("cpu", kernel_process=False)
+    started = time.perf_counter()
+    outcome = checker.run({"mode": "judge", "request": {}}, process_module.JudgeLimits(timeout_s=30))
+    assert outcome.payload == {"tier": "pass"} and outcome.killed_for is None
+    assert time.perf_counter() - started < 10 and outcome.wall_s < 10
+    deadline = time.monotonic() + 10
+    while checker.process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checker.process.returncode == -signal.SIGKILL
