@@ -99,6 +99,14 @@ def test_no_package_imports_one_that_imports_it_back():
     assert not cycles, described
 
 
+def test_no_module_imports_one_that_imports_it_back():
+    """Within packages too, through any chain of imports (type-only and function-level ones included: each is a
+    dependency a reader has to hold in mind)."""
+    graph = nx.DiGraph((module, target) for module, path in MODULES.items() for target in _imports(module, path))
+    cycles = sorted(nx.simple_cycles(graph), key=len)
+    assert not cycles, cycles[:5]
+
+
 def test_only_the_command_line_imports_the_command_line():
     users = sorted(room for room in GRAPH.predecessors("cli")) if "cli" in GRAPH else []
     assert users == [], users

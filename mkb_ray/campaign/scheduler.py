@@ -25,10 +25,11 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from .model_health import ModelHealth
 from .placement import Placement
+from .protocols import ModelServers, OutcomeStore
 from .plan import Plan
 from .runner import TrialContext, execute_batch
 from .services import EvaluatorPool
@@ -40,35 +41,6 @@ if TYPE_CHECKING:
     from ..models.roster import ModelSpec
 
 log = logging.getLogger(__name__)
-
-
-class OutcomeStore(Protocol):
-    """What the scheduler needs of the run store (`mkb_ray.store.RunStore` is one)."""
-
-    def done_ids(self) -> set[str]:
-        """Trials whose outcome is committed."""
-
-    def skill_text(self, trial_id: str) -> Optional[str]:
-        """The SKILL.md a done trial wrote; None when it wrote none."""
-
-    def write_outcomes(self, outcomes: Sequence[TrialOutcome]) -> None:
-        """Commit a batch of outcomes, all or none."""
-
-    def log_event(self, kind: str, trial_id: Optional[str] = None, **data: Any) -> None:
-        """Append a scheduler event."""
-
-
-class ModelServers(Protocol):
-    """What the scheduler needs of the model servers (`mkb_ray.campaign.services.ModelServices` is one)."""
-
-    def api_base(self, name: str) -> Optional[str]:
-        """Where model `name` is served; None for provider APIs."""
-
-    def healthy(self, name: str) -> bool:
-        """Whether model `name`'s server answers."""
-
-    def restart(self, name: str) -> str:
-        """Start model `name`'s server afresh; returns its new api_base."""
 
 
 @dataclass(frozen=True)  # the Scheduler's default instance is shared

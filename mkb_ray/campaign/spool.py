@@ -29,7 +29,7 @@ from ..store.sqlite_store import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
     from .plan import Plan
-    from .scheduler import OutcomeStore
+    from .protocols import OutcomeStore
 
 SPOOL_DIR = "spool"
 MARKER = ".mkb-shared"        # written by the driver: a node that does not see it does not see the run directory
