@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=cutedsl device=cuda expect=decoration
 # problem: mlp_norm/02_silu_and_mul
 # hack: torch's jiterator compiles CUDA C++ at run time (NVRTC under the hood) that computes silu(gate) * up in float32; the only CuTe kernel casts that to bfloat16 into the output, so the outputs are DSL-written and fail under knockout and scramble; the jiterator kernel is neither aten's nor named after ATen, so a record that calls every such kernel the DSL's reads a DSL share near 1
-# must be rejected because: no CuTe DSL compile produced the jiterator's kernel, so its time counts as work outside the DSL (work_evidence.unnamed_us) and the CuTe kernel's cast is the smaller share
+# must be rejected because: no CuTe DSL compile produced the jiterator's kernel, so its time counts as work outside the DSL (work_evidence.unnamed_us), and at 40 % or more of the eager reference's device time it did the reference's work whatever the share (the GPU yardstick: on the H200 the naive cast, 186 µs, outweighed the jiterator's 164 µs, share 53 %, and the share rule alone passed it)
 # skip-static: true
 import torch
 import cutlass
