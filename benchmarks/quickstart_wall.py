@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,16 +49,16 @@ def run_facts(clone: Path) -> list[str]:
     store = clone / "runs" / "quickstart" / "store.sqlite"
     if not store.exists():
         return [f"no store at {store}: make run did not get as far as the campaign"]
-    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    statuses = dict(con.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
-    planned = sum(statuses.values())
-    skills = con.execute("SELECT COUNT(*) FROM trials WHERE status = 'completed' AND trial_id IN "
-                         "(SELECT trial_id FROM skills WHERE bytes > 0)").fetchone()[0]
-    hops = "SELECT MAX(hop) FROM trials WHERE kind = 'chain_hop'"
-    last_hop = con.execute(hops + " AND status = 'completed'").fetchone()[0]
-    planned_hop = con.execute(hops).fetchone()[0]
-    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    claims = con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] if "claims" in tables else None
+    with closing(sqlite3.connect(f"file:{store}?mode=ro", uri=True)) as con:
+        statuses = dict(con.execute("SELECT status, COUNT(*) FROM trials GROUP BY status").fetchall())
+        planned = sum(statuses.values())
+        skills = con.execute("SELECT COUNT(*) FROM trials WHERE status = 'completed' AND trial_id IN "
+                             "(SELECT trial_id FROM skills WHERE bytes > 0)").fetchone()[0]
+        hops = "SELECT MAX(hop) FROM trials WHERE kind = 'chain_hop'"
+        last_hop = con.execute(hops + " AND status = 'completed'").fetchone()[0]
+        planned_hop = con.execute(hops).fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        claims = con.execute("SELECT COUNT(*) FROM claims").fetchone()[0] if "claims" in tables else None
     report = clone / "runs" / "quickstart" / "report" / "index.html"
     return [f"trials: {planned} planned; " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())),
             f"non-empty SKILL.md: {skills} of {statuses.get('completed', 0)} completed attempts",

@@ -117,10 +117,9 @@ def test_the_verdict_is_taken_when_the_answer_pipe_closes_not_at_the_checkers_ex
 
     monkeypatch.setattr(process_module.subprocess, "Popen", Lingering)
     checker = CheckerProcess("cpu", kernel_process=False)
-    started = time.perf_counter()
+    # Waiting for the exit would run into the 30 s limit (killed_for 'timeout'), long before the checker's 60 s.
     outcome = checker.run({"mode": "judge", "request": {}}, process_module.JudgeLimits(timeout_s=30))
-    assert outcome.payload == {"tier": "pass"} and outcome.killed_for is None
-    assert time.perf_counter() - started < 10 and outcome.wall_s < 10
+    assert outcome.payload == {"tier": "pass"} and outcome.killed_for is None and outcome.wall_s < 30
     deadline = time.monotonic() + 10
     while checker.process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -14,13 +14,11 @@ candidate's own compile still runs in full and is timed as before.
 from __future__ import annotations
 
 import sys
-import time
 
 
-def warm_tirx_cuda_compile() -> float:
-    """Compile (and load) a one-line TIRx kernel for this GPU; returns the seconds it took. Never raises: a
-    failure only means the candidate's compile pays the first use itself (said on the log)."""
-    started = time.perf_counter()
+def warm_tirx_cuda_compile() -> None:
+    """Compile a one-line TIRx kernel for this GPU. Never raises: a failure only means the candidate's
+    compile pays the first use itself (said on the log)."""
     try:
         import torch
         import tvm
@@ -39,7 +37,6 @@ def warm_tirx_cuda_compile() -> float:
 
         executable = tvm.compile(tvm.IRModule({"main": warm}), target=tvm.target.Target({"kind": "cuda", "arch": arch}),
                                  tir_pipeline="tirx")
-        executable["main"]  # the CUDA module's load, where TVM defers it
+        executable["main"]  # the jit step a candidate takes before its first call (the function lookup)
     except Exception as err:  # noqa: BLE001 - a warm-up is an optimisation; the candidate's compile reports errors
         print(f"kernel process: TIRx CUDA warm-up compile failed ({type(err).__name__}: {err})", file=sys.stderr)
-    return time.perf_counter() - started

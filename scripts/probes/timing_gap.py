@@ -79,8 +79,10 @@ FLUSH = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
 START, END = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
-def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10, lead_cycles=0) -> list[float]:
-    """`lead_cycles`: a spin kernel queued between the flush's wait and `start` (see gate_* in the docstring)."""
+def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10, lead_cycles=0,
+          after=lambda index, result: None) -> list[float]:
+    """`lead_cycles`: a spin kernel queued between the flush's wait and `start` (see gate_* in the docstring);
+    `after(index, result)`: off the clock, once the call's `end` was waited for."""
     samples = []
     for index in range(calls):
         before(index)
@@ -90,9 +92,11 @@ def timed(fn, inputs_for, before=lambda index: None, calls=60, warmup=10, lead_c
         if lead_cycles:
             torch.cuda._sleep(lead_cycles)
         START.record()
-        fn(*inputs)
+        result = fn(*inputs)
         END.record()
         torch.cuda.synchronize()
+        after(index, result)
+        del result  # freed before the next call, as when the result was never kept (the allocator reuses it)
         if index >= warmup:
             samples.append(START.elapsed_time(END))
     return samples
@@ -321,7 +325,7 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
                    [timed(solution.solve, lambda i: fixed, sleep_with_naps) for _ in range(3)])
         finally:
             napper.close()
-    trip_positions(problem_id, dsl, solution.solve, loaded, sets, exchange_dir, only)
+    trip_positions(problem_id, dsl, solution.solve, sets, exchange_dir, only)
     variants["trip5"] = (lambda i: fixed, lambda i: time.sleep(0.005) if i % 5 == 0 else None)
     variants["idle5_mm1"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(4)))
     variants["idle5_mm3"] = (lambda i: fixed, lambda i: (time.sleep(0.005), busy(12)))
@@ -385,13 +389,12 @@ def probe(problem_id: str, dsl: str, exchange_dir: Path, only: set[str] | None =
     report(problem_id, dsl, "clock_idle1ms", runs)
 
 
-def trip_positions(problem_id: str, dsl: str, solve, loaded, sets: list[list], exchange_dir: Path,
+def trip_positions(problem_id: str, dsl: str, solve, sets: list[list], exchange_dir: Path,
                    only: set[str] | None) -> None:
     """The judge's trips in-process: a 5 ms pause, then 5 calls back to back, each with the judge's flush and launch
     lead; medians by place in the trip. The judge reads calls 4-5 of a trip 10-18 % slower than calls 1-3 for
-    mlp_norm/01 and kv_cache/01 (H100 and H200, 2026-12-05). tpos_fixed: one input set for every call;
-    tpos_banks: call k of a trip takes set k (the judge gives each draw of a trip its own bank); tpos_exch: the
-    same, each set in its own exchange buffer (cudaMalloc'd apart, as the exchange's banks)."""
+    mlp_norm/01 and kv_cache/01 (H100 and H200, 2026-12-05). Each case names the inputs of call i, what runs
+    before it and what runs after it (off the clock); see the module docstring for the five."""
     from mkb_ray.kernel_runner.draw_clock import LAUNCH_LEAD_CYCLES
 
     banks = sets[1:6]
@@ -403,45 +406,31 @@ def trip_positions(problem_id: str, dsl: str, solve, loaded, sets: list[list], e
             buffers.append(ExchangeBuffer(end, "cuda", exchange_dir))
             exchanged.append([view(buffers[-1].tensor, s).copy_(x) if s is not None else x
                               for s, x in zip(slots, bank)])
+    out_slots: list[list[torch.Tensor]] = []
+
+    def copy_out(index: int, result) -> None:  # as the kernel process copies each draw's outputs into its slots
+        outputs = result if isinstance(result, (tuple, list)) else (result,)
+        if len(out_slots) < 5:
+            out_slots.append([torch.empty_like(out) for out in outputs])
+        for slot, out in zip(out_slots[index % 5], outputs):
+            slot.copy_(out)
+        torch.cuda.synchronize()
+
     pause = lambda i: time.sleep(0.005) if i % 5 == 0 else None  # noqa: E731
-    cases = {"tpos_fixed": lambda i: sets[0], "tpos_banks": lambda i: banks[i % 5],
-             "tpos_exch": lambda i: exchanged[i % 5]}
-    # tpos_gap2ms: also 2 ms of host time between the calls of a trip (the kernel process's checks and copies
-    # between draws take host time; does the device slow down as a trip goes on when it idles between calls?)
-    gaps = {"tpos_gap2ms": lambda i: time.sleep(0.005 if i % 5 == 0 else 0.002)}
-    cases["tpos_gap2ms"] = lambda i: banks[i % 5]
-    for name, inputs_for in cases.items():
+    # 2 ms of host time between the calls of a trip too (the kernel process's checks and copies between draws).
+    pause_and_gaps = lambda i: time.sleep(0.005 if i % 5 == 0 else 0.002)  # noqa: E731
+    nothing = lambda i, result: None  # noqa: E731
+    cases = {"tpos_fixed": (lambda i: sets[0], pause, nothing),
+             "tpos_banks": (lambda i: banks[i % 5], pause, nothing),
+             "tpos_exch": (lambda i: exchanged[i % 5], pause, nothing),
+             "tpos_copyout": (lambda i: banks[i % 5], pause, copy_out),
+             "tpos_gap2ms": (lambda i: banks[i % 5], pause_and_gaps, nothing)}
+    for name, (inputs_for, before, after) in cases.items():
         if only is not None and name not in only:
             continue
-        runs = [timed(solve, inputs_for, gaps.get(name, pause), calls=110, lead_cycles=LAUNCH_LEAD_CYCLES)
+        runs = [timed(solve, inputs_for, before, calls=110, lead_cycles=LAUNCH_LEAD_CYCLES, after=after)
                 for _ in range(3)]
         _print_places(problem_id, dsl, name, runs)
-    if only is None or "tpos_copyout" in only:
-        # As the judge's kernel process does after every draw, off the clock: the outputs copied into a slot of
-        # their own per place (the exchange's output slots), then a device-wide wait.
-        outputs = solve(*banks[0])
-        outputs = outputs if isinstance(outputs, (tuple, list)) else (outputs,)
-        slots = [[torch.empty_like(out) for out in outputs] for _ in range(5)]
-        runs = []
-        for _ in range(3):
-            samples = []
-            for index in range(110):
-                pause(index)
-                FLUSH.zero_()
-                torch.cuda.synchronize()
-                torch.cuda._sleep(LAUNCH_LEAD_CYCLES)
-                START.record()
-                result = solve(*banks[index % 5])
-                END.record()
-                torch.cuda.synchronize()
-                result = result if isinstance(result, (tuple, list)) else (result,)
-                for slot, out in zip(slots[index % 5], result):
-                    slot.copy_(out)
-                torch.cuda.synchronize()
-                if index >= 10:
-                    samples.append(START.elapsed_time(END))
-            runs.append(samples)
-        _print_places(problem_id, dsl, "tpos_copyout", runs)
     torch.cuda.synchronize()
     for buffer in buffers:
         buffer.close()
