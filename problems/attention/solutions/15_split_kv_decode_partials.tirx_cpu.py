@@ -1,5 +1,5 @@
 """CPU-target (LLVM) TIRx solution: for every (sequence, query head, KV split of 512 tokens), serial loops compute
-the scaled fp32 scores of the split's keys that lie before the sequence's length, then their max, the softmax
+the scaled scores (float64 accumulators) of the split's keys that lie before the sequence's length, then their max, the softmax
 denominator and the probability-weighted sum of the values; the split's output is that sum over the denominator and
 its log-sum-exp is max + log(denominator). A split with no keys writes output 0 and log-sum-exp -inf."""
 import math
@@ -27,9 +27,11 @@ def _build(batch: int, q_heads: int, head_dim: int, max_tokens: int, kv_heads: i
         CL = T.match_buffer(cl_ptr, (batch,), "int32")
         O = T.match_buffer(o_ptr, (batch, q_heads, num_splits, head_dim), "float32")
         LSE = T.match_buffer(lse_ptr, (batch, q_heads, num_splits), "float32")
-        scores = T.alloc_buffer((SPLIT_SIZE,), "float32")
-        acc = T.alloc_buffer((head_dim,), "float32")
-        red = T.alloc_buffer((3,), "float32")  # 0: dot product, 1: max, 2: sum of exp
+        # float64 accumulators: a serial sum of up to 512 terms in fp32 drifts past the judge's bound (3x the fp32
+        # reference's own error, which PyTorch's blocked sums keep small) on about 1 draw in 1000
+        scores = T.alloc_buffer((SPLIT_SIZE,), "float64")
+        acc = T.alloc_buffer((head_dim,), "float64")
+        red = T.alloc_buffer((3,), "float64")  # 0: dot product, 1: max, 2: sum of exp
         for b in T.serial(batch):
             for h in T.serial(q_heads):
                 for s in T.serial(num_splits):
@@ -37,25 +39,25 @@ def _build(batch: int, q_heads: int, head_dim: int, max_tokens: int, kv_heads: i
                     lo = s * SPLIT_SIZE
                     # keys lo .. lo + n - 1 of this split lie before the sequence's length (n <= 0: empty split)
                     n = T.min(T.min(CL[b], max_tokens) - lo, SPLIT_SIZE)
-                    red[1] = T.float32(NEG_BIG)
+                    red[1] = T.float64(NEG_BIG)
                     for t in T.serial(T.max(n, 0)):
-                        red[0] = T.float32(0)
+                        red[0] = T.float64(0)
                         for d in T.serial(head_dim):
-                            red[0] = red[0] + T.Cast("float32", Q[b, h, d]) * T.Cast("float32", K[b, lo + t, kvh, d])
-                        scores[t] = red[0] * T.float32(scale)
+                            red[0] = red[0] + T.Cast("float64", Q[b, h, d]) * T.Cast("float64", K[b, lo + t, kvh, d])
+                        scores[t] = red[0] * T.float64(scale)
                         red[1] = T.max(red[1], scores[t])
-                    red[2] = T.float32(0)
+                    red[2] = T.float64(0)
                     for d in T.serial(head_dim):
-                        acc[d] = T.float32(0)
+                        acc[d] = T.float64(0)
                     for t in T.serial(T.max(n, 0)):
                         scores[t] = T.exp(scores[t] - red[1])
                         red[2] = red[2] + scores[t]
                         for d in T.serial(head_dim):
-                            acc[d] = acc[d] + scores[t] * T.Cast("float32", V[b, lo + t, kvh, d])
+                            acc[d] = acc[d] + scores[t] * T.Cast("float64", V[b, lo + t, kvh, d])
                     if n > 0:
                         for d in T.serial(head_dim):
-                            O[b, h, s, d] = acc[d] / red[2]
-                        LSE[b, h, s] = red[1] + T.log(red[2])
+                            O[b, h, s, d] = T.Cast("float32", acc[d] / red[2])
+                        LSE[b, h, s] = T.Cast("float32", red[1] + T.log(red[2]))
                     else:
                         for d in T.serial(head_dim):
                             O[b, h, s, d] = T.float32(0)
