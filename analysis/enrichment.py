@@ -26,8 +26,8 @@ def skill_categories(store: RunStore, skill_shas: Iterable[str], annotator: str,
     """The categories annotated (by `annotator` under `taxonomy`) on each SKILL.md's claims. A SKILL.md without
     annotated claims (never segmented, not annotated, or no claims) is absent: its cells are left out of the
     enrichment rather than counted as holding no category."""
-    by_skill = store.claims_by_skill(set(skill_shas))
-    notes = store.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
+    by_skill = store.claims.claims_by_skill(set(skill_shas))
+    notes = store.claims.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
     out = {}
     for sha, claims in by_skill.items():
         labels = [notes[c.claim_id] for c in claims if c.claim_id in notes]

@@ -37,8 +37,8 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
         by_chain.setdefault(chain_id, []).append((hop, row))
     nodes, texts = [], {}
     for chain_id, chain_hops in by_chain.items():
-        by_skill = store.claims_by_skill({r.skill_sha for _, r in chain_hops if r.skill_sha})
-        notes = store.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
+        by_skill = store.claims.claims_by_skill({r.skill_sha for _, r in chain_hops if r.skill_sha})
+        notes = store.claims.annotations(annotator, taxonomy, [c.claim_id for cs in by_skill.values() for c in cs])
         for hop, row in chain_hops:
             for claim in by_skill.get(row.skill_sha or "", []):
                 a = notes.get(claim.claim_id)
@@ -49,6 +49,6 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                                        support=a.support if annotated else None,
                                        model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl))
                 texts.setdefault(claim.claim_id, claim.text)
-    edges = [e for e in store.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
+    edges = [e for e in store.claims.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
     outcomes = [o for o in hop_outcomes(result_rows(store)) if chain is None or o.chain_id == chain]
     return LineageData(nodes, edges, outcomes, texts)

@@ -52,7 +52,7 @@ def main() -> None:
     _timed("Plan(trials)", lambda: Plan(plan.trials, synthetic=True), per=n)
     _timed("depth()", plan.depth, per=n)
     # Its constructor touches no store (None here) and no Ray: it is the priorities that cost.
-    _timed("Scheduler(...) (tail lengths)", lambda: Scheduler(plan, None, {}, {}, {}), per=n)
+    _timed("Scheduler(...) (tail lengths)", lambda: Scheduler(plan, None, {}), per=n)
     roots = _timed("ready(set())", lambda: plan.ready(set()))
     _timed("import networkx (descendants' first call)", lambda: __import__("networkx"))
     _timed("descendants(roots)", lambda: plan.descendants([t.trial_id for t in roots]), per=n)

@@ -96,39 +96,28 @@ def _draw_cost(config, plan, samples: int = 300) -> float:
 
 
 def measure(hops: int, work: Path, cluster: bool = False, ray_processes=None) -> Measurement:
+    """One size through the campaign builder, as `mkb run` wires it (on a cluster: the launcher, the spool and
+    the `roles` placement); plan_s counts the roster, the plan and its sync with the store."""
+    from mkb_ray.campaign.build import build_scheduler, durable_parts, plan_run
     from mkb_ray.campaign.config import load_experiment
-    from mkb_ray.campaign.plan import plan_campaign
-    from mkb_ray.campaign.runner import TrialContext
-    from mkb_ray.campaign.scheduler import Scheduler
-    from mkb_ray.models.roster import load_roster
+    from mkb_ray.campaign.placement import Placement
+    from mkb_ray.campaign.reconcile import record_plan
     from mkb_ray.store.sqlite_store import RunStore
 
     config = load_experiment(REPO / "experiments" / "scale-synthetic.yaml")
     config = config.model_copy(update={"chains": config.chains.model_copy(update={"hops": hops})})
-    roster = load_roster()
     run_dir = work / f"hops{hops}{'-cluster' if cluster else ''}"
     with _PeakSampler(ray_processes) as sampler:
         began = time.perf_counter()
-        plan = plan_campaign(config, None, roster, has_gpu=False)
+        campaign = plan_run(config, has_gpu=False)
+        plan = campaign.plan
         with RunStore(run_dir) as store:
-            shared = str(store.run_dir.resolve()) if cluster else None
-            ctx = TrialContext(budget_json=config.budget.model_dump_json(), agent="chat",
-                               synthetic_json=config.synthetic.model_dump_json(), shared_run_dir=shared)
-            store.record_plan(plan.trials)
+            record_plan(store, plan.trials)
             plan_s = time.perf_counter() - began
             began = time.perf_counter()
-            extra: dict = {}
-            if cluster:
-                from mkb_ray.actors.trial_launcher import get_or_start_launcher
-                from mkb_ray.campaign.placement import Placement
-                from mkb_ray.campaign.runner import execute_batch
-                from mkb_ray.campaign.spool import OutcomeSpool, share_run_dir
-
-                extra = {"launcher": get_or_start_launcher(shared, execute_batch)[0],
-                         "spool": OutcomeSpool(share_run_dir(Path(shared), None)),
-                         "placement": Placement.of("roles")}
-            scheduler = Scheduler(plan, store, {m: ctx for m in config.models}, {}, {}, **extra)
-            result = scheduler.run()
+            durable = durable_parts(store.run_dir, None) if cluster else None
+            placement = Placement.of("roles") if cluster else Placement()
+            result = build_scheduler(campaign, store, durable=durable, placement=placement).run()
             run_s = time.perf_counter() - began
             assert result.written == len(plan), (result.written, len(plan))
             assert store.status_counts().get("planned", 0) == 0

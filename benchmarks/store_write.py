@@ -29,6 +29,7 @@ def main() -> None:
 
     from mkb_ray.campaign.config import load_experiment
     from mkb_ray.campaign.plan import plan_campaign
+    from mkb_ray.campaign.reconcile import record_plan
     from mkb_ray.models.roster import load_roster
     from mkb_ray.store import RunStore
     from mkb_ray.store._outcome_rows import prepare
@@ -56,7 +57,7 @@ def main() -> None:
             with RunStore(work / "run") as store:
                 store.set_meta("{}", "h" * 64, synthetic=True)
                 began = time.perf_counter()
-                store.record_plan(plan)
+                record_plan(store, plan)
                 best_plan = min(best_plan, time.perf_counter() - began)
                 began, began_cpu = time.perf_counter(), time.process_time()
                 for start in range(0, n, args.batch):

@@ -64,7 +64,7 @@ def inprocess(rows: list[tuple[str, str]], runs: int) -> list[dict[str, Any]]:
 
     import torch
 
-    from mkb_ray.judge_worker.problem_loader import load_problem
+    from mkb_ray.checker.problem_loader import load_problem
     from mkb_ray.kernel_runner.draw_clock import LAUNCH_LEAD_CYCLES
     from mkb_ray.problems import load_problems
 

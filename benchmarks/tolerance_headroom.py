@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-from mkb_ray.judge_worker.correctness import clone_inputs, compare, expected_outputs, produced_outputs  # noqa: E402
-from mkb_ray.judge_worker.problem_loader import LoadedProblem, load_problem  # noqa: E402
-from mkb_ray.judge_worker.sandbox import SandboxLimits  # noqa: E402
+from mkb_ray.checker.correctness import clone_inputs, compare, expected_outputs, produced_outputs  # noqa: E402
+from mkb_ray.checker.problem_loader import LoadedProblem, load_problem  # noqa: E402
+from mkb_ray.checker.sandbox import SandboxLimits  # noqa: E402
 
 # Seeds far from the judge's own (request seeds are small integers plus fixed offsets) so the draws are fresh.
 FIRST_SEED = 1_000_003

@@ -1,6 +1,6 @@
 """mkb-ray: MetaKernelBench on Ray — judge GPU kernels, run agents, measure whether their skills transfer.
 
-Kept import-light on purpose: the judging worker (`mkb_ray.judge_worker`) runs on bare GPU hosts with only torch,
+Kept import-light on purpose: the judging worker (`mkb_ray.checker`) runs on bare GPU hosts with only torch,
 numpy and the DSLs installed, and it imports this package first. Public names load lazily.
 """
 from __future__ import annotations

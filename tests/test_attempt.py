@@ -24,7 +24,7 @@ from mkb_ray.agents.attempt import build_task_statement, load_record, run_attemp
 from mkb_ray.cli.attempt import AttemptUsageError, add_arguments as add_attempt_arguments, parse_budget_overrides
 from mkb_ray.cli.attempt import run as attempt_from_args
 from mkb_ray.judge import JudgeOptions
-from mkb_ray.judge_worker.problem_loader import problem_hash
+from mkb_ray.checker.problem_loader import problem_hash
 from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import AttemptConfig, BudgetSpec
 

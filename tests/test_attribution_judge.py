@@ -26,6 +26,7 @@ from mkb_ray.analysis.attribution_judge import (PROMPT_SHA256, REPLY_SCHEMA, LLM
 from mkb_ray.analysis.attribution_judgements import (judgement_tables, judgements_path, load_judgements,
                                                      read_judgements)
 from mkb_ray.analysis.cells import Attempt, CellReplicate, cell_replicates, result_rows
+from mkb_ray.campaign.reconcile import record_plan
 from mkb_ray.llm.prompts import PromptError
 from mkb_ray.cli import main
 from mkb_ray.llm import LLMClient, ScriptedReply
@@ -305,7 +306,7 @@ def synthetic_run(tmp_path_factory) -> Path:
     with RunStore(run) as store:
         store.set_meta(json.dumps({"name": "attribute-test"}), "e" * 64, synthetic=True)
         plan = _benchmark([f"synthetic/p_{i}" for i in range(6)], 2)
-        store.record_plan(plan)
+        record_plan(store, plan)
         for trial in plan:
             source = store.skill_text(trial.skill_from) if trial.skill_from else None
             store.write_outcomes([synthetic_outcome(trial, source, SyntheticSpec())])

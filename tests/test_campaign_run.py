@@ -199,13 +199,10 @@ def test_results_json_export_matches_the_store(reference_run, tmp_path):
 def test_an_evaluator_killed_mid_evaluation_restarts_and_the_campaign_finishes(tmp_path, local_ray):
     """Synthetic agent, real judge: each trial's final kernel (the shipped CPU TIRx solution) is judged by a real
     EvaluatorActor; the actor is killed while it judges, Ray restarts it, the submission is judged again."""
+    from mkb_ray.campaign.build import build_scheduler, plan_run
     from mkb_ray.campaign.config import load_experiment
-    from mkb_ray.campaign.plan import plan_campaign
-    from mkb_ray.campaign.runner import TrialContext
-    from mkb_ray.campaign.scheduler import Scheduler
+    from mkb_ray.campaign.reconcile import record_plan
     from mkb_ray.campaign.services import start_evaluators
-    from mkb_ray.models.roster import load_roster
-    from mkb_ray.problems import load_problems
     from mkb_ray.store.sqlite_store import RunStore
 
     config = load_experiment(_write(tmp_path / "fault.yaml", """
@@ -217,16 +214,14 @@ benchmark: {arms: [solo_tirx]}
 replicates: 2
 target: cpu
 """))
-    roster = load_roster()
-    plan = plan_campaign(config, load_problems(), roster, has_gpu=False)
+    campaign = plan_run(config, has_gpu=False)
+    plan = campaign.plan
     pool = start_evaluators("cpu", 1, None)
     evaluator = pool.handles[0]
-    ctx = TrialContext(budget_json=config.budget.model_dump_json(), agent="chat",
-                       synthetic_json=config.synthetic.model_dump_json(), real_judge=True)
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
-        scheduler = Scheduler(plan, store, {"smollm2": ctx}, {"smollm2": 1}, {"smollm2": roster["smollm2"]},
-                              evaluator=pool)
+        record_plan(store, plan.trials)
+        scheduler = build_scheduler(campaign, store, evaluator=pool)
+        assert scheduler.models["smollm2"].context.real_judge
         result: dict = {}
         runner = threading.Thread(target=lambda: result.update(run=scheduler.run()))
         runner.start()

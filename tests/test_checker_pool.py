@@ -65,7 +65,7 @@ def test_a_pool_for_one_dsl_warms_only_that_dsl_and_routes_the_other_to_a_fresh_
 
 
 def test_the_sandbox_env_names_the_dsl_modules_and_a_baseline_imports_none():
-    from mkb_ray.judge_worker.sandbox import DSL_MODULES, SandboxLimits, sandbox_env
+    from mkb_ray.checker.sandbox import DSL_MODULES, SandboxLimits, sandbox_env
     from mkb_ray.kernel_runner.__main__ import KNOWN_DSL_MODULES
 
     assert set(KNOWN_DSL_MODULES) == set(DSL_MODULES.values())

@@ -1,4 +1,4 @@
-"""Checkers forked from a warm template (mkb_ray/judge/forking.py, judge_worker/checker_template.py): a fork holds
+"""Checkers forked from a warm template (mkb_ray/judge/forking.py, checker/checker_template.py): a fork holds
 exactly what a spawned checker would (its own descriptors, directory and environment, nothing of the template's),
 judges the same, is killed and reaped like a child, and a pool whose template died goes on with spawned checkers."""
 from __future__ import annotations

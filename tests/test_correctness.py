@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from mkb_ray.judge_worker.correctness import Tolerance, compare, expected_outputs
+from mkb_ray.checker.correctness import Tolerance, compare, expected_outputs
 
 TOL = Tolerance()
 

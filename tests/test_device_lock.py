@@ -1,4 +1,4 @@
-"""The device lock that lets several judgements share one GPU while each times alone (judge_worker/device_lock.py),
+"""The device lock that lets several judgements share one GPU while each times alone (checker/device_lock.py),
 exercised across real processes: readers overlap, a timer is alone, and a waiting timer is not starved.
 
 Each step waits for the one before it by an event, never by a sleep (spawned children start fresh interpreters, so
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from mkb_ray.judge_worker.device_lock import DeviceLock
+from mkb_ray.checker.device_lock import DeviceLock
 
 WAIT_S = 20.0   # longest a process waits for a signal; a correct lock never needs it, a broken one shows in the order
 

@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from mkb_ray.judge_worker.kernel_process import Rejected
-from mkb_ray.judge_worker.timing import CLOCK_SLACK_MS, device_times, time_draws
+from mkb_ray.checker.kernel_process import Rejected
+from mkb_ray.checker.timing import CLOCK_SLACK_MS, device_times, time_draws
 from mkb_ray.kernel_runner.draw_clock import SETTLE_SLACK_MS, DrawTime
 
 

@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from mkb_ray.analysis.results_json import export_results_json
+from mkb_ray.campaign.reconcile import record_plan
 from mkb_ray.store import RunStore, export_parquet
 from mkb_ray.cli.export import add_arguments as add_export_arguments, run as export_from_args
 from test_store import MODEL, PROBLEMS, make_outcome, make_trials
@@ -35,7 +36,7 @@ def build_run(run_dir: Path, synthetic: bool = False) -> dict[str, str]:
     }
     with RunStore(run_dir) as store:
         store.set_meta(json.dumps({"name": "export-test"}), "e" * 64, synthetic=synthetic)
-        store.record_plan(trials)
+        record_plan(store, trials)
         outcomes = []
         for tid, (status, tier) in plan.items():
             kwargs = {"n_submissions": 0, "n_calls": 0} if status in ("skipped", "error") else {}

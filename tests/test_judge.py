@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mkb_ray.judge import judge_kernel
-from mkb_ray.judge_worker.pipeline import TIMING_AUDITS
-from mkb_ray.judge_worker.work_share import PROFILED_CALLS_BEFORE_TIMING
+from mkb_ray.checker.pipeline import TIMING_AUDITS
+from mkb_ray.checker.work_share import PROFILED_CALLS_BEFORE_TIMING
 from mkb_ray.judge import JudgeLimits
 
 from conftest import EXAMPLE_PROBLEM, REPO
@@ -171,7 +171,7 @@ def test_dsl_doing_the_small_part_is_decoration(problems, fast_options):
 # -- several timed draws per round trip ----------------------------------------------------------------------------
 
 def test_draws_per_trip_divides_the_timed_draws_and_fits_the_bank_budget():
-    from mkb_ray.judge_worker.timing import BANK_BUDGET_BYTES, draws_per_trip
+    from mkb_ray.checker.timing import BANK_BUDGET_BYTES, draws_per_trip
 
     assert draws_per_trip(5, 50, 1 << 20, on_gpu=True) == 5
     assert draws_per_trip(5, 48, 1 << 20, on_gpu=True) == 4  # 5 does not divide 48; 4 does
@@ -185,7 +185,7 @@ def test_draws_per_trip_divides_the_timed_draws_and_fits_the_bank_budget():
 def test_a_timed_sample_is_its_trips_time_per_draw_and_every_draw_is_prepared_once():
     """Warm-up 3 and 10 timed draws in trips of 5: trips [0, 3) and [3, 8), [8, 13). The stub timer says a trip of k
     draws took 2k + 1 ms, so both timed samples are 11/5 = 2.2 ms per draw; the warm-up trip (7 ms) is not one."""
-    from mkb_ray.judge_worker.timing import time_draws
+    from mkb_ray.checker.timing import time_draws
 
     class StubTimer:
         on_gpu = False

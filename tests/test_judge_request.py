@@ -43,7 +43,7 @@ def test_the_command_line_takes_its_defaults_from_the_options_type():
 
 
 def test_a_kernel_time_within_the_harness_noise_claims_no_speedup():
-    from mkb_ray.judge_worker.timing import timing_resolved
+    from mkb_ray.checker.timing import timing_resolved
 
     # Measured under load: the no-op round trip 21.7 ms, the kernel's 21.7 ms too (net at the 1 µs floor, which
     # read as "67441x eager"): not resolved. An idle CPU: 0.136 ms harness, 0.369 ms round trip: resolved.

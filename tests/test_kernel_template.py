@@ -13,8 +13,8 @@ import pytest
 
 from mkb_ray.judge.kernel_template import KernelTemplate, monitor_pid
 from mkb_ray.judge.process import CheckerPool
-from mkb_ray.judge_worker.kernel_process import KernelProcess, Rejected
-from mkb_ray.judge_worker.sandbox import SandboxLimits
+from mkb_ray.checker.kernel_process import KernelProcess, Rejected
+from mkb_ray.checker.sandbox import SandboxLimits
 
 PROBE = r'''
 import ctypes, errno, json, os, resource, socket

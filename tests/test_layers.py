@@ -78,7 +78,7 @@ def _reaches(room: str) -> set[str]:
 
 def test_the_expected_rooms_exist():
     rooms = {_room(m) for m in MODULES}
-    assert {"records", "problems", "judge", "judge_worker", "kernel_runner", "llm", "models", "agents", "claims",
+    assert {"records", "problems", "judge", "checker", "kernel_runner", "llm", "models", "agents", "claims",
             "lineage", "synthetic", "store", "campaign", "cli", "actors", "analysis"} <= rooms, rooms
 
 
@@ -87,7 +87,7 @@ def test_records_import_nothing_of_the_project():
 
 
 @pytest.mark.parametrize("room", ["store", "synthetic", "claims", "lineage", "agents", "records", "llm", "models",
-                                  "judge", "judge_worker", "kernel_runner", "problems"])
+                                  "judge", "checker", "kernel_runner", "problems"])
 def test_lower_layers_do_not_reach_up_into_campaign_or_cli(room):
     upward = _reaches(room) & {"campaign", "cli"}
     assert not upward, [GRAPH.edges[room, r]["example"] for r in upward]
@@ -126,8 +126,8 @@ def test_the_judging_processes_import_only_themselves():
     # They run on bare GPU hosts (standard library, torch, numpy and the DSL only); mkb_ray's own __init__ is
     # import-light by design. The checker may use what both sides must agree on (AGREED_WITH_THE_CHECKER); the
     # kernel runner, which runs next to hostile code, imports nothing of the checker's.
-    outside = {t for m, p in MODULES.items() if _room(m) == "judge_worker" for t in _imports(m, p)
-               if _room(t) not in ("judge_worker", "mkb_ray") and t not in AGREED_WITH_THE_CHECKER}
+    outside = {t for m, p in MODULES.items() if _room(m) == "checker" for t in _imports(m, p)
+               if _room(t) not in ("checker", "mkb_ray") and t not in AGREED_WITH_THE_CHECKER}
     assert not outside, outside
     from_kernel_side = {t for m, p in MODULES.items() if _room(m) == "kernel_runner" for t in _imports(m, p)
                         if _room(t) not in ("kernel_runner", "mkb_ray")}
@@ -145,5 +145,5 @@ def test_command_line_code_lives_only_in_the_cli_package():
 def test_the_analyser_sees_relative_and_lazy_imports():
     # The checks above would pass vacuously if imports were not resolved: pin a few known edges.
     assert GRAPH.has_edge("cli", "campaign") and GRAPH.has_edge("cli", "store")
-    assert GRAPH.has_edge("store", "records") and GRAPH.has_edge("judge", "judge_worker")
+    assert GRAPH.has_edge("store", "records") and GRAPH.has_edge("judge", "checker")
     assert GRAPH.has_edge("campaign", "agents")  # only through a function-level import

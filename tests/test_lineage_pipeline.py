@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from mkb_ray.analysis.propagation import headline_table
+from mkb_ray.campaign.reconcile import record_plan
 from mkb_ray.cli import main
 from mkb_ray.records import Trial
 from mkb_ray.store import RunStore
@@ -39,7 +40,7 @@ def _chain(problem: str, hops: range) -> list[Trial]:
 
 
 def _write(store: RunStore, trials: list[Trial]) -> None:
-    store.record_plan(trials)
+    record_plan(store, trials)
     for trial in trials:
         source = store.skill_text(trial.skill_from) if trial.skill_from else None
         store.write_outcomes([synthetic_outcome(trial, source, SPEC)])
@@ -68,8 +69,8 @@ def test_lineage_stores_claims_annotations_edges_and_writes_outputs(built, capsy
     assert summary["claims_annotated"] == summary["claims_new"] and summary["unannotated"] == 0
     assert summary["edges_new"] > 50 and summary["chains_matched"] == 2
     with RunStore(built, readonly=True) as store:
-        assert store.claim_count() == summary["claims_new"]
-        edges = store.lineage_edges(matcher=summary["matcher"])
+        assert store.claims.claim_count() == summary["claims_new"]
+        edges = store.claims.lineage_edges(matcher=summary["matcher"])
         assert len(edges) == summary["edges_new"] and {e.hop for e in edges} == set(range(1, 8))
         kinds = {e.edge for e in edges}
         assert {"copied", "paraphrased"} <= kinds

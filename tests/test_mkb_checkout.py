@@ -15,7 +15,7 @@ from mkb_ray.campaign.config import ExperimentConfigError, load_experiment
 from mkb_ray.campaign.plan import plan_campaign
 from mkb_ray.cli import main
 from mkb_ray.judge import JudgingRefused, judge_kernel
-from mkb_ray.judge_worker.problem_loader import load_problem
+from mkb_ray.checker.problem_loader import load_problem
 from mkb_ray.models.roster import load_roster
 from mkb_ray.problems import load_problems
 

@@ -170,8 +170,8 @@ def test_trial_hashes_and_find_stale(problems, roster):
     assert find_stale(plan, stored) == [h0]
     assert find_stale(plan, stored, include_dependants=True) == [h0, f"smollm2/{RMS}/chain0/h1"]
     # The problem hash is the judge's (problem_loader re-exports the torch-free problem_hash module's).
-    from mkb_ray.judge_worker import problem_hash as hash_module
-    from mkb_ray.judge_worker.problem_loader import problem_hash
+    from mkb_ray.checker import problem_hash as hash_module
+    from mkb_ray.checker.problem_loader import problem_hash
 
     path = REPO / "problems" / f"{RMS}.py"
     assert problem_hash is hash_module.problem_hash

@@ -8,7 +8,7 @@ import pytest
 
 from mkb_ray.cli import main
 from mkb_ray.judge.roofline import roofline
-from mkb_ray.judge_worker.problem_hash import problem_hash
+from mkb_ray.checker.problem_hash import problem_hash
 from mkb_ray.problem_source import ExpressionError, evaluate_work
 from mkb_ray.problem_table import read_validation, render
 from mkb_ray.problems import load_problems

@@ -15,9 +15,9 @@ import torch
 
 from mkb_ray.campaign.config import load_experiment
 from mkb_ray.campaign.plan import plan_campaign
-from mkb_ray.judge_worker.correctness import Tolerance, compare, expected_outputs
-from mkb_ray.judge_worker.request import JudgeOptions
-from mkb_ray.judge_worker.timing import method_name
+from mkb_ray.checker.correctness import Tolerance, compare, expected_outputs
+from mkb_ray.checker.request import JudgeOptions
+from mkb_ray.checker.timing import method_name
 from mkb_ray.models.roster import load_roster
 
 from conftest import REPO

@@ -9,6 +9,7 @@ import re
 import shutil
 import sqlite3
 import subprocess
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -18,11 +19,13 @@ import pytest
 from test_export import OTHER, build_run
 from test_store import MODEL, PROBLEMS, make_outcome, make_trials
 
+from mkb_ray.analysis.report.trials import file_stem
 from mkb_ray.claims.segment import segment
 from mkb_ray.cli.report import add_arguments
 from mkb_ray.cli.report import run as report_from_args
 from mkb_ray.records import chain_id_of
 from mkb_ray.records.claims import AnnotationRecord, LineageEdgeRecord
+from mkb_ray.campaign.reconcile import record_plan
 from mkb_ray.store import RunStore
 
 HOSTILE = "<script>alert(1)</script>"
@@ -67,13 +70,13 @@ def build_report_run(run_dir: Path, synthetic: bool = False) -> None:
     with RunStore(run_dir) as store:
         store.write_outcomes([h0, h1])
         for claims in (a, b, sources["cutedsl"], sources["tirx"]):
-            store.write_segmentation(claims[0].skill_sha, "segment-v1", claims)
-        store.write_annotations([
+            store.claims.write_segmentation(claims[0].skill_sha, "segment-v1", claims)
+        store.claims.write_annotations([
             _annotate(a[0].claim_id, "performance_evidence"), _annotate(a[1].claim_id, "hardware_mapping"),
             _annotate(b[0].claim_id, "performance_evidence"), _annotate(b[1].claim_id, "unsupported_closure"),
             _annotate(sources["cutedsl"][0].claim_id, "verified_reformulation"),
             _annotate(sources["tirx"][0].claim_id, "unsupported_closure")])
-        store.write_lineage(CHAIN, MATCHER, ANNOTATOR, 1, [LineageEdgeRecord(
+        store.claims.write_lineage(CHAIN, MATCHER, ANNOTATOR, 1, [LineageEdgeRecord(
             chain_id=CHAIN, hop=1, parent_id=a[0].claim_id, child_id=b[0].claim_id, edge="copied", similarity=1.0,
             matcher=MATCHER)])
 
@@ -318,7 +321,7 @@ def test_chains_only_no_claims_and_missing_artifacts_still_render(tmp_path: Path
     trials = [t for t in make_trials(problems=PROBLEMS[:1], hops=3) if t.kind == "chain_hop"]
     with RunStore(run) as store:
         store.set_meta(json.dumps({"name": "chains-only"}), "f" * 64, synthetic=False)
-        store.record_plan(trials)
+        record_plan(store, trials)
         store.write_outcomes([make_outcome(t, tier="pass") for t in trials[:2]])
         sha = store.connection.execute("SELECT sha256 FROM artifacts WHERE trial_id = ? AND name = "
                                        "'transcript.jsonl'", (trials[0].trial_id,)).fetchone()[0]
@@ -399,7 +402,7 @@ def test_an_inconsistent_lineage_is_reported_not_fatal(tmp_path: Path) -> None:
     build_report_run(tmp_path / "run")
     stray = segment(f"# SKILL\n- {PROBLEMS[0]}: fuse the reduction (cutedsl)\n")[0]   # a benchmark skill's claim
     with RunStore(tmp_path / "run") as store:
-        store.write_lineage(CHAIN, MATCHER, ANNOTATOR, 1, [LineageEdgeRecord(
+        store.claims.write_lineage(CHAIN, MATCHER, ANNOTATOR, 1, [LineageEdgeRecord(
             chain_id=CHAIN, hop=1, parent_id=stray.claim_id, child_id=segment(SKILL_H1)[1].claim_id, edge="copied",
             similarity=0.9, matcher=MATCHER)], first_hop=2)
     assert render(tmp_path / "run", tmp_path / "out", "--n-boot", "0") == 0
@@ -512,3 +515,93 @@ _LAYOUT_PROBE = (
     "<script>document.body.setAttribute('data-sides', JSON.stringify([...document.querySelectorAll('.sides > .side')]"
     ".map(e => { const r = e.getBoundingClientRect(); return [Math.round(r.left), Math.round(r.top), "
     "Math.round(r.width)]; })));</script>")
+
+
+# -- hostile text on every page kind (issue 30) ------------------------------------------------------------------
+ATTR = '" onmouseover="x'                # closes a double-quoted attribute and opens a handler, if left unescaped
+EVIL = f"{HOSTILE}{ATTR}"
+EVIL_MODEL = f"evil{ATTR}<img src=x onerror=alert(1)>"   # no '/': a trial id joins model and problem with it
+EVIL_CATEGORY = f"closure{ATTR}{HOSTILE}"
+
+
+def build_hostile_run(run_dir: Path) -> None:
+    """One cell-replicate of EVIL_MODEL (source pass, base fail, skill pass: help) and a three-hop chain, where every
+    free text a model or annotator writes holds EVIL: the run's name, each SKILL.md (so each claim), a claim's
+    category, each transcript (role, content, tool call, a refused submission, an unreadable line), each final
+    kernel and an attempt's error."""
+    trials = make_trials(model=EVIL_MODEL, problems=PROBLEMS[:1], hops=3)
+    skills = [f"# Notes {EVIL}\n- Fusing the reduction {EVIL} halves the memory traffic here.\n"
+              f"- Blocks of 128 threads{ATTR} suit this problem {hop} on sm_90a.\n" for hop in range(3)]
+    transcript = "\n".join([
+        json.dumps({"event": "message", "role": EVIL, "content": EVIL, "turn": 1, "purpose": EVIL, EVIL: EVIL,
+                    "tool_calls": [{"id": EVIL, "name": EVIL, "arguments": EVIL}]}),
+        json.dumps({"event": "tool", "name": EVIL, "arguments": {"path": EVIL}, "result": EVIL}),
+        json.dumps({"event": "submission", "index": 9, "counted": False, "refused_reason": EVIL}),
+        json.dumps({"event": EVIL}), f"not json {EVIL}"]) + "\n"
+    outcomes = []
+    for t in trials:
+        fails = t.arm_name in ("solo_tirx", "tirx2cutedsl_skill") or t.hop == 1
+        o = make_outcome(t, tier="fail" if fails else "pass", skill=skills[t.hop or 0])
+        o.artifacts.update({"transcript.jsonl": transcript.encode(), "final_kernel.py": f"# {EVIL}\n".encode()})
+        outcomes.append(replace(o, error=EVIL) if t.hop == 2 else o)
+    claims = [segment(text) for text in skills]
+    with RunStore(run_dir) as store:
+        store.set_meta(json.dumps({"name": EVIL}), "e" * 64, synthetic=False)
+        record_plan(store, trials)
+        store.write_outcomes(outcomes)
+        for c in claims:
+            store.claims.write_segmentation(c[0].skill_sha, "segment-v1", c)
+        store.claims.write_annotations([_annotate(c.claim_id, EVIL_CATEGORY if i == 0 else "performance_evidence")
+                                 for hop in claims for i, c in enumerate(hop)])
+        chain = chain_id_of(EVIL_MODEL, PROBLEMS[0], 0)
+        store.claims.write_lineage(chain, MATCHER, ANNOTATOR, 2, [LineageEdgeRecord(
+            chain_id=chain, hop=hop, parent_id=claims[hop - 1][i].claim_id, child_id=claims[hop][i].claim_id,
+            edge="copied", similarity=1.0, matcher=MATCHER) for hop in (1, 2) for i in (0, 1)])
+
+
+class _Inert(HTMLParser):
+    """A page read back as a browser would: the elements and handler attributes that could run script, the text
+    shown and the attribute values."""
+
+    ACTIVE_TAGS = {"script", "img", "iframe", "object", "embed"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active: list[str] = []
+        self.text: list[str] = []
+        self.values: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        if tag in self.ACTIVE_TAGS:
+            self.active.append(f"<{tag}>")
+        for name, value in attrs:
+            if name.startswith("on"):
+                self.active.append(f"<{tag} {name}=...>")
+            self.values.append(value or "")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_hostile_text_renders_inert_on_every_page_kind(tmp_path: Path) -> None:
+    """Issue 30: a `<script>` or an attribute-breaking quote in anything a model wrote is shown as the text it is on
+    every kind of page, never run; each kind is checked to have shown some of it (so the check is not vacuous)."""
+    build_hostile_run(tmp_path / "run")
+    assert render(tmp_path / "run", tmp_path / "out", "--n-boot", "20", "--lineage-n-boot", "10") == 0
+    out = tmp_path / "out"
+    shown: dict[str, bool] = {}
+    in_attribute = False
+    for page in out.rglob("*.html"):
+        parsed = _Inert()
+        parsed.feed(page.read_text())
+        assert parsed.active == [], (page.relative_to(out), parsed.active)
+        text = "".join(parsed.text)
+        kind = page.name if page.parent == out else page.parent.name
+        shown[kind] = shown.get(kind, False) or EVIL in text or EVIL_MODEL in text
+        in_attribute = in_attribute or any(EVIL_CATEGORY in v for v in parsed.values)
+    assert shown == dict.fromkeys(("index.html", "trials.html", "pairs.html", "trials", "lists", "pairs", "hops"),
+                                  True)
+    assert in_attribute                                       # a category lands in data-category and title attributes
+    trial = _Inert()
+    trial.feed((out / "trials" / (file_stem(f"{EVIL_MODEL}/{PROBLEMS[0]}/chain0/h1") + ".html")).read_text())
+    assert f"tool call: {EVIL} {EVIL}" in "".join(trial.text)   # a tool call's name and id, as text

@@ -12,8 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from mkb_ray.campaign.plan import Plan
-from mkb_ray.campaign.runner import TrialContext
-from mkb_ray.campaign.scheduler import Scheduler, SchedulerSettings
+from mkb_ray.campaign.trial_task import TrialContext
+from mkb_ray.campaign.reconcile import record_plan
+from mkb_ray.campaign.scheduler import ModelLane, Scheduler, SchedulerSettings
 from mkb_ray.records import Trial
 from mkb_ray.store.sqlite_store import RunStore
 from mkb_ray.synthetic import SyntheticSpec, synthetic_outcome
@@ -59,7 +60,7 @@ def _task_failing(marks: Path, failures: dict[str, int], error_status: bool = Fa
 
 def _scheduler(plan: Plan, store: RunStore, task, services=None, retries: int = 2) -> Scheduler:
     ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json())
-    return Scheduler(plan, store, {MODEL: ctx}, {MODEL: 2}, {}, services=services,
+    return Scheduler(plan, store, {MODEL: ModelLane(ctx, concurrency=2)}, services=services,
                      settings=SchedulerSettings(max_trial_retries=retries, synthetic_batch=1), task=task)
 
 
@@ -70,7 +71,7 @@ def test_a_crashing_trial_is_retried_then_stored_as_infra_error(tmp_path, local_
     marks = tmp_path / "marks"
     marks.mkdir()
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         result = _scheduler(plan, store, _task_failing(marks, {flaky: 2, broken: 99})).run()
         rows = {r.trial_id: r for r in store.trial_rows()}
         retries = [e.trial_id for e in store.events("retry")]
@@ -111,7 +112,7 @@ def test_an_attempt_failed_by_a_dead_model_server_pauses_restarts_and_reruns(tmp
     marks.mkdir()
     services = _FlakyServices()
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         task = _task_failing(marks, {victim: 1}, error_status=True)
         result = _scheduler(plan, store, task, services=services).run()
         rows = {r.trial_id: r for r in store.trial_rows()}
@@ -132,7 +133,7 @@ def test_an_attempt_error_with_a_healthy_server_is_the_models_result(tmp_path, l
     marks = tmp_path / "marks"
     marks.mkdir()
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         task = _task_failing(marks, {trials[0].trial_id: 1}, error_status=True)
         _scheduler(plan, store, task, services=services).run()
         row = store.trial(trials[0].trial_id)
@@ -161,7 +162,7 @@ def test_dependants_start_only_after_their_source_is_written(tmp_path, local_ray
     violations = tmp_path / "violations"
     violations.mkdir()
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         _scheduler(plan, store, _task_checking_sources(tmp_path / "run" / "store.sqlite", violations)).run()
         skills = [store.skill_text(t.trial_id) for t in trials]
         statuses = {r.status for r in store.trial_rows()}
@@ -226,14 +227,14 @@ def test_dispatch_is_bounded_by_the_evaluators_capacity_as_well_as_the_models(tm
     ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json(),
                        real_judge=True)   # a real judge: one trial per task, each needing an evaluator slot
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
-        scheduler = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 5}, {},
+        record_plan(store, plan.trials)
+        scheduler = Scheduler(plan, store, {MODEL: ModelLane(ctx, concurrency=5)},
                               settings=SchedulerSettings(judged_inflight=2))
         scheduler._enqueue(plan.ready(set()))
         submitter = _RecordingSubmitter()
         scheduler._dispatch(submitter)
         assert len(submitter.submitted) == 2 and scheduler._demand() == 2
-        unbounded = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 5}, {})
+        unbounded = Scheduler(plan, store, {MODEL: ModelLane(ctx, concurrency=5)})
         unbounded._enqueue(plan.ready(set()))
         unbounded._dispatch(_RecordingSubmitter())
         assert len(unbounded._flights) == 5 and unbounded._demand() == 5   # the model's concurrency alone
@@ -252,9 +253,9 @@ def test_a_restarted_driver_adopts_running_tasks_and_lets_go_of_half_stored_ones
     running = Adopted(spool_key(ids[:1]), ids[:1], MODEL, object())
     half_stored = Adopted(spool_key(ids[1:3]), ids[1:3], MODEL, object())
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         store.write_outcomes([synthetic_outcome(trials[1], None, SyntheticSpec())])
-        scheduler = Scheduler(plan, store, {MODEL: ctx}, {MODEL: 4}, {})
+        scheduler = Scheduler(plan, store, {MODEL: ModelLane(ctx, concurrency=4)})
         submitter = _RecordingSubmitter([running, half_stored])
         done = store.done_ids()
         adopted = scheduler._adopt(submitter, done)
@@ -321,10 +322,10 @@ def test_a_slow_health_probe_pauses_only_its_own_model(tmp_path, local_ray):
     services = _SlowProbeServices(fast_stored, tmp_path / "probe_started")
     ctx = TrialContext(budget_json="{}", agent="chat", synthetic_json=SyntheticSpec().model_dump_json())
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(plan.trials)
+        record_plan(store, plan.trials)
         task = _task_waiting_for(tmp_path / "probe_started",
                                  _task_failing(marks, {slow[0].trial_id: 1}, error_status=True))
-        scheduler = Scheduler(plan, store, {"slow": ctx, "fast": ctx}, {"slow": 1, "fast": 1}, {},
+        scheduler = Scheduler(plan, store, {"slow": ModelLane(ctx), "fast": ModelLane(ctx)},
                               services=services, settings=SchedulerSettings(synthetic_batch=1), task=task)
         finished_at = {}
         scheduler.on_progress = lambda p: None

@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from mkb_ray.campaign.plan import Plan
+from mkb_ray.campaign.reconcile import record_plan
 from mkb_ray.campaign.spool import (OutcomeSpool, SpoolError, ingest_spool, offload_artifacts, share_run_dir,
                                    spool_key)
 from mkb_ray.campaign.submit import DemandSignal
@@ -24,7 +25,7 @@ from test_store import make_outcome, make_trials
 def run(tmp_path):
     trials = make_trials(problems=("mlp_norm/01_fused_add_rmsnorm",), hops=2)
     with RunStore(tmp_path / "run") as store:
-        store.record_plan(trials)
+        record_plan(store, trials)
         share_run_dir(store.run_dir, None)   # what the driver of a cluster run does first
         yield store, Plan(trials), trials
 
@@ -132,7 +133,7 @@ def test_a_shared_dir_holds_artifacts_and_spool_while_the_store_stays_in_the_run
     trials = make_trials(problems=("mlp_norm/01_fused_add_rmsnorm",), hops=0)
     run_dir, shared_root = tmp_path / "local" / "run", tmp_path / "nfs"
     with RunStore(run_dir) as store:
-        store.record_plan(trials)
+        record_plan(store, trials)
         shared = share_run_dir(run_dir, shared_root)
         assert shared == (shared_root / "run").resolve()
         [spooled] = OutcomeSpool(shared).write([make_outcome(trials[0])])   # as a task on any node would
@@ -146,7 +147,7 @@ def test_a_shared_dir_holds_artifacts_and_spool_while_the_store_stays_in_the_run
         with pytest.raises(SpoolError, match="another --shared-dir"):
             share_run_dir(run_dir, tmp_path / "other")
     with RunStore(tmp_path / "plain") as store:
-        store.record_plan(trials)
+        record_plan(store, trials)
         store.write_outcomes([make_outcome(trials[0])])      # a run begun without --shared-dir
         with pytest.raises(SpoolError, match="without --shared-dir"):
             share_run_dir(store.run_dir, shared_root)

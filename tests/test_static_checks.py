@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from mkb_ray.judge_worker.static_checks import check_source
+from mkb_ray.checker.static_checks import check_source
 
 HEADER = "import torch\nimport tvm\nfrom tvm.script import tirx as T\n"
 

@@ -20,8 +20,9 @@ import pytest
 from mkb_ray.records import Trial, TrialOutcome
 from mkb_ray.records import AttemptConfig, AttemptRecord, LLMCallRecord, LLMUsage, SubmissionRecord
 from mkb_ray.store import (ArtifactStore, OutcomeConflict, RecordError, RunStore, StoreError, StoreLocked)
-from mkb_ray.store._outcome_rows import ArtifactRow, OutcomeUpdate, PlanRow, SkillRow, SubmissionRow, UsageRow
-from mkb_ray.store._schema import TRIAL_ROW_COLUMNS
+from mkb_ray.campaign.reconcile import finished_dependants, record_plan, rerun_stale
+from mkb_ray.store._outcome_rows import ArtifactRow, SkillRow, SubmissionRow, UsageRow
+from mkb_ray.store._schema import OUTCOME_COLUMNS, PLAN_COLUMNS, TRIAL_ROW_COLUMNS
 from mkb_ray.records import CheckResult, Verdict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,7 +136,7 @@ def planned(tmp_path: Path):
     trials = make_trials()
     store = RunStore(tmp_path / "run")
     store.set_meta(json.dumps({"name": "test"}), "h" * 64, synthetic=False)
-    store.record_plan(trials)
+    record_plan(store, trials)
     yield store, trials
     store.close()
 
@@ -166,7 +167,7 @@ def test_plan_and_done_ids(planned) -> None:
     store, trials = planned
     assert store.status_counts() == {"planned": len(trials)}
     assert store.done_ids() == set()
-    sync = store.record_plan(trials)                                  # the same plan again: nothing new
+    sync = record_plan(store, trials)                                  # the same plan again: nothing new
     assert sync.new_ids == () and sync.pending_ids == tuple(t.trial_id for t in trials) and sync.stale_ids == ()
 
     first = trials[:4]
@@ -175,7 +176,7 @@ def test_plan_and_done_ids(planned) -> None:
     assert store.status_counts() == {"planned": len(trials) - 4, "completed": 4}
 
     more = make_trials(problems=PROBLEMS + ("moe/01_topk_routing",))
-    sync = store.record_plan(more)
+    sync = record_plan(store, more)
     assert set(sync.done_ids) == {t.trial_id for t in first}
     assert set(sync.new_ids) == {t.trial_id for t in more if t.problem_id == "moe/01_topk_routing"}
     assert sync.stale_ids == () and sync.unplanned_ids == ()
@@ -290,9 +291,8 @@ def test_row_types_are_the_tables_columns(planned) -> None:
     def columns(table: str) -> tuple[str, ...]:
         return tuple(r[1] for r in store.connection.execute(f"PRAGMA table_info({table})"))
 
-    # The outcome update names its trial last (the row it updates); the table has it first, with the plan.
-    assert columns("trials") == PlanRow._fields + OutcomeUpdate._fields[:-1] == TRIAL_ROW_COLUMNS
-    assert OutcomeUpdate._fields[-1] == "trial_id"
+    # A stored trial reads back as its plan row's columns, then its outcome's: the table's, in order.
+    assert columns("trials") == PLAN_COLUMNS + OUTCOME_COLUMNS == TRIAL_ROW_COLUMNS
     for table, row in (("submissions", SubmissionRow), ("usage", UsageRow), ("skills", SkillRow),
                        ("artifacts", ArtifactRow)):
         assert columns(table) == row._fields, table
@@ -360,7 +360,7 @@ def test_reopen_keeps_everything(tmp_path: Path) -> None:
     trials = make_trials()
     with RunStore(tmp_path / "run") as store:
         store.set_meta(json.dumps({"models": [MODEL]}), "h" * 64, synthetic=False)
-        store.record_plan(trials)
+        record_plan(store, trials)
         store.write_outcomes([make_outcome(t, tier) for t, tier in zip(trials[:6], ("pass", "fail") * 3)])
         store.log_event("started", trials[6].trial_id, attempt=1)
         before = snapshot(store)
@@ -386,6 +386,7 @@ WRITER = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     from mkb_ray.records import Trial, TrialOutcome
+    from mkb_ray.campaign.reconcile import record_plan
     from mkb_ray.store import RunStore
 
     run_dir, template_path, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
@@ -393,7 +394,7 @@ WRITER = textwrap.dedent("""
     trials = [Trial(f"m/p/r{i}/solo_tirx", model="m", problem_id="mlp_norm/01_x", dsl="tirx", target="gpu",
                     arm="solo", kind="benchmark", replicate=i) for i in range(n)]
     with RunStore(run_dir) as store:
-        store.record_plan(trials)
+        record_plan(store, trials)
         for start in range(0, n, 50):
             batch = []
             for t in trials[start:start + 50]:
@@ -471,7 +472,7 @@ def test_stale_trials_are_reported_not_overwritten(planned) -> None:
     edited = {trials[0].trial_id, trials[3].trial_id}                # one done, one still planned
     new_plan = [replace(t, problem_hash="q" * 64) if t.trial_id in edited else t for t in trials]
     old_row = store.trial(trials[0].trial_id)
-    sync = store.record_plan(new_plan)
+    sync = record_plan(store, new_plan)
     assert sync.stale_ids == (trials[0].trial_id,)
     assert sync.refreshed_ids == (trials[3].trial_id,)
     assert set(sync.done_ids) == {trials[1].trial_id, trials[2].trial_id}
@@ -479,9 +480,9 @@ def test_stale_trials_are_reported_not_overwritten(planned) -> None:
     assert store.trial(trials[3].trial_id).problem_hash == "q" * 64  # nothing was lost by refreshing it
     assert trials[0].trial_id in store.done_ids()
 
-    with pytest.raises(StoreError, match="not reported stale"):
-        store.rerun_stale([trials[1].trial_id])
-    reset = store.rerun_stale(sync.stale_ids)
+    with pytest.raises(StoreError, match="is not stale"):
+        rerun_stale(store, sync, [trials[1].trial_id])
+    reset = rerun_stale(store, sync, sync.stale_ids)
     # trials[2], the skill arm reading solo_cutedsl's SKILL.md, is done: reset with it (see the tests below).
     assert reset.stale_ids == (trials[0].trial_id,) and reset.dependant_ids == (trials[2].trial_id,)
     row = store.trial(trials[0].trial_id)
@@ -492,7 +493,7 @@ def test_stale_trials_are_reported_not_overwritten(planned) -> None:
     assert store.artifacts.has(old_row.record_sha)                   # artifact files are kept
     event = store.events("rerun_stale")[0]
     assert event.trial_id == trials[0].trial_id and event.data["old_hashes"]["problem"] == "p" * 64
-    assert store.record_plan(new_plan).stale_ids == ()
+    assert record_plan(store, new_plan).stale_ids == ()
     store.write_outcomes([make_outcome(replace(trials[0], problem_hash="q" * 64), tier="fail")])
     assert store.trial(trials[0].trial_id).final_tier == "fail"
 
@@ -516,12 +517,12 @@ def test_rerun_stale_resets_the_finished_dependants_down_the_chain(planned) -> N
 
     stale = {a, f"{other}/h0"}
     new_plan = [replace(t, config_hash="d" * 64) if t.trial_id in stale else t for t in trials]
-    sync = store.record_plan(new_plan)
+    sync = record_plan(store, new_plan)
     assert set(sync.stale_ids) == stale
-    assert store.finished_dependants([a]) == (b, c)               # in plan order; h1 of `other` is not finished
-    assert store.finished_dependants(sync.stale_ids) == (b, c)
+    assert finished_dependants(store, sync, [a]) == (b, c)               # in plan order; h1 of `other` is not finished
+    assert finished_dependants(store, sync, sync.stale_ids) == (b, c)
 
-    reset = store.rerun_stale(sync.stale_ids)
+    reset = rerun_stale(store, sync, sync.stale_ids)
     assert set(reset.stale_ids) == stale and reset.dependant_ids == (b, c)
     for tid in (a, b, c):
         row = store.trial(tid)
@@ -541,7 +542,7 @@ def test_rerun_stale_resets_the_finished_dependants_down_the_chain(planned) -> N
               "old_record_sha": before[tid].record_sha} for tid in (b, c)}
 
     # Nothing is stale any more; the chain runs again on its new source (no conflict with the old outcomes).
-    sync = store.record_plan(new_plan)
+    sync = record_plan(store, new_plan)
     assert sync.stale_ids == () and {a, b, c} <= set(sync.pending_ids)
     store.write_outcomes([make_outcome(replace(by_id[a], config_hash="d" * 64), tier="fail"),
                           make_outcome(by_id[b], tier="fail", skill="# SKILL\n- new\n"), make_outcome(by_id[c])])
@@ -561,10 +562,10 @@ def test_rerun_stale_leaves_upstream_and_unplanned_trials_alone(planned) -> None
     kept = {t: store.trial(t) for t in (h0, dropped)}
     new_plan = [replace(t, problem_hash="q" * 64) if t.trial_id in (h1, solo) else t
                 for t in trials if t.trial_id != dropped]
-    sync = store.record_plan(new_plan)
+    sync = record_plan(store, new_plan)
     assert set(sync.stale_ids) == {h1, solo} and sync.unplanned_ids == (dropped,)
 
-    reset = store.rerun_stale(sync.stale_ids)
+    reset = rerun_stale(store, sync, sync.stale_ids)
     assert reset.dependant_ids == (h2,)                           # a hop downstream; its source's source is not
     assert store.trial(h2).status == "planned" and store.trial(h1).status == "planned"
     assert store.trial(h0) == kept[h0] and store.trial(dropped) == kept[dropped]
@@ -580,14 +581,14 @@ def test_a_stale_dependant_not_asked_for_is_reset_with_the_plans_hashes(planned)
     h0, h1, h2 = (f"{MODEL}/{PROBLEMS[0]}/chain0/h{k}" for k in range(3))
     store.write_outcomes([make_outcome(by_id[t]) for t in (h0, h1, h2)])
     new_plan = [replace(t, template_hash="u" * 64) if t.trial_id in (h0, h1) else t for t in trials]
-    sync = store.record_plan(new_plan)
+    sync = record_plan(store, new_plan)
     assert sync.stale_ids == (h0, h1)
-    reset = store.rerun_stale([h0])                               # h1 is below h0: it cannot stay done
+    reset = rerun_stale(store, sync, [h0])                               # h1 is below h0: it cannot stay done
     assert reset.stale_ids == (h0,) and reset.dependant_ids == (h1, h2)
     assert store.trial(h1).template_hash == "u" * 64 and store.trial(h2).template_hash == "t" * 64
-    with pytest.raises(StoreError, match="not reported stale"):   # reset already: nothing left to rerun
-        store.rerun_stale([h1])
-    assert store.record_plan(new_plan).stale_ids == () and store.record_plan(new_plan).refreshed_ids == ()
+    with pytest.raises(StoreError, match="is not stale"):   # reset already: nothing left to rerun
+        rerun_stale(store, sync, [h1])
+    assert record_plan(store, new_plan).stale_ids == () and record_plan(store, new_plan).refreshed_ids == ()
 
 
 def test_events(planned) -> None:

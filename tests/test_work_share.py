@@ -1,6 +1,6 @@
-"""The decoration rule (judge_worker/work_share.py): the median of a judgement's profiled calls' shares decides,
+"""The decoration rule (checker/work_share.py): the median of a judgement's profiled calls' shares decides,
 and the kernel process's records are read as numbers, never trusted for their own share."""
-from mkb_ray.judge_worker.work_share import MIN_DSL_SHARE, PooledWork
+from mkb_ray.checker.work_share import MIN_DSL_SHARE, PooledWork
 
 
 def _record(dsl_us, torch_us, **extra):
@@ -64,7 +64,7 @@ def test_no_record_is_no_share():
 def test_the_time_outside_the_dsl_is_read_from_unprofiled_calls_and_set_beside_the_references_call():
     """Evidence, not a rule (see WallSplits): the profiler's own cost would inflate a profiled call's time outside
     the DSL, so only unprofiled calls count; the ratio needs the reference's call, timed by the checker."""
-    from mkb_ray.judge_worker.work_share import WallSplits
+    from mkb_ray.checker.work_share import WallSplits
 
     splits = WallSplits()
     for other in (30.0, 50.0, 40.0):

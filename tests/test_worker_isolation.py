@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mkb_ray.judge_worker.request import JudgeOptions, JudgeRequest
+from mkb_ray.checker.request import JudgeOptions, JudgeRequest
 
 from conftest import EXAMPLE_PROBLEM, REPO
 
@@ -21,8 +21,8 @@ for name in ("pydantic", "ray", "rich", "polars", "yaml", "litellm", "networkx",
              "mkb_ray.store", "mkb_ray.campaign"):
     sys.modules[name] = None
 import runpy
-sys.argv = ["mkb_ray.judge_worker"]
-runpy.run_module("mkb_ray.judge_worker", run_name="__main__")
+sys.argv = ["mkb_ray.checker"]
+runpy.run_module("mkb_ray.checker", run_name="__main__")
 """
 
 

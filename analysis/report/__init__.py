@@ -7,8 +7,10 @@ file://. The metrics come from the analysis modules; this package only gathers a
 
 Modules, one job each: `trials` (the run's trials, submissions and artifact names, batched), `data` (the
 benchmark tables), `lineage` (claims, annotations, edges, the propagation table and plots), `views` (what a table
-is), `plots` (the ΔGM bar plot), `html` (page blocks), `transcript`, `pages` (drill-down pages), `tables_out`
-(CSV / parquet / Markdown), `render` (the orchestration).
+is), `plots` (the ΔGM bar plot), `html` (the Jinja2 environment: every page comes from templates/*.j2 with
+autoescaping on, so no module here writes markup or escapes by hand), `context` (what the drill-down pages read),
+`skill_view` (a SKILL.md with its claims coloured), `transcript`, `pages` (trial and list pages), `pair_pages`
+(paired views), `index_page`, `tables_out` (CSV / parquet / Markdown), `render` (the orchestration).
 """
 from __future__ import annotations
 

@@ -5,36 +5,62 @@ SKILL.md that went from one to the other.
   scored them; the source's SKILL.md — the only thing handed over — with its claims coloured by category; then the
   base attempt (solo in the target DSL) and the skill-conditioned attempt in two columns: status, submissions and
   verdicts, final kernel, transcript.
-- `hop_page`: one chain hop k ≥ 1 (hops/<name>.html): the SKILL.md it received (hop k−1's) and the one it wrote, side
-  by side with claims coloured, the lineage edges between them (parent claim → child claim, edge type), and a
-  line diff of the two texts.
+- `hop_pages`: a page per chain hop k ≥ 1 (hops/<name>.html): the SKILL.md it received (hop k−1's) and the one it
+  wrote, side by side with claims coloured, the lineage edges between them (parent claim → child claim, edge type),
+  and a line diff of the two texts.
 
 Both live one folder below the report root, like the trial pages, so their links to trials go through
-`../trials/`.
+`../trials/`. This module gathers what the pages show; pair.html.j2, hop.html.j2 and pairs_index.html.j2 write it.
 """
 from __future__ import annotations
 
 import difflib
 import math
-from typing import Optional, Sequence
+from typing import Iterator, Mapping, NamedTuple, Optional, Sequence
 
+from markupsafe import Markup
+
+from ...store import SubmissionRow, TrialRow
 from ..cells import Attempt
 from ..pairs import ScoredPair
-from .html import esc, link, none, page, tier_span
-from .pages import FINAL_KERNEL, TRANSCRIPT, PageContext, _artifact, _legend, _read, _submissions, highlight_skill
-from .transcript import transcript_html
+from .context import FINAL_KERNEL, TRANSCRIPT, Artifact, PageContext, artifact, read_text
+from .html import macros, render
+from .pages import Source, sources
+from .skill_view import handed_skill, skill_of
+from .transcript import Event, transcript_events
 from .trials import TrialIndex, file_stem
-from ...store import TrialRow
 
 PAIRS_DIR = "pairs"
 HOPS_DIR = "hops"
 PAIRS_INDEX = "pairs.html"
-TRANSCRIPT_INLINE_CHARS = 40_000   # longer transcripts are linked, not copied (see _attempt_column)
+TRANSCRIPT_INLINE_CHARS = 40_000   # longer transcripts are linked, not copied (see Column)
 TO_TRIALS = "../trials/"
 
-PAIR_CSS = ('<style>.sides{display:grid;grid-template-columns:1fr 1fr;gap:1.2em}.sides>div{min-width:0}'
-            '.sides table{display:block;overflow-x:auto;max-width:100%}'
-            '.diff .add{background:#e6ffec}.diff .del{background:#ffebe9}</style>')
+
+class Column(NamedTuple):
+    """One attempt's column on a pair page (None `attempt`: not run). `transcript` is None when none is stored or
+    when it is too long to copy; then `transcript_chars` ('12,345') says how long it is."""
+
+    role: str
+    side_id: str
+    attempt: Optional[Attempt]
+    href: Optional[str] = None
+    subs: Sequence[SubmissionRow] = ()
+    sources: Sequence[Source] = ()
+    kernel: Optional[Artifact] = None
+    transcript: Optional[list[Event]] = None
+    transcript_chars: str = ""
+    error: Optional[str] = None
+
+
+class HopColumn(NamedTuple):
+    """One hop's column on a hop page: its trial (None: no trial at this hop), row and SKILL.md block (Markup
+    rendered by skill.html.j2, so that the next hop's page can reuse it)."""
+
+    what: str
+    trial_id: Optional[str]
+    row: Optional[TrialRow]
+    skill: Markup
 
 
 def pair_name(pair: ScoredPair) -> str:
@@ -48,50 +74,21 @@ def hop_name(chain_id: str, hop: int) -> str:
     return file_stem(f"{chain_id}__h{hop}", 180) + ".html"
 
 
-def _skill_of(ctx: PageContext, trial_id: Optional[str]) -> tuple[Optional[TrialRow], Optional[str]]:
-    """A trial's row and its SKILL.md text (None: no such trial, or no SKILL.md stored), read once per page."""
-    row = ctx.trials.by_id.get(trial_id) if trial_id else None
-    return row, (_read(ctx, row.skill_sha) if row is not None and row.skill_sha else None)
-
-
-def _skill_block(ctx: PageContext, row: Optional[TrialRow], text: Optional[str], what: str) -> str:
-    """A trial's SKILL.md (`_skill_of`) with its claims coloured and linked (links relative to pairs/ and hops/)."""
-    if row is None or not row.skill_sha:
-        return none(f"no SKILL.md stored for {what}")
-    if text is None or not text.strip():
-        return none(f"the SKILL.md of {what} is empty or missing")
-    marks = ctx.claims.marks(row.skill_sha)
-    if not marks:
-        return none("no claims stored for this SKILL.md (run `mkb lineage`)") + f'<pre class="skill">{esc(text)}</pre>'
-    return _legend(ctx, marks) + highlight_skill(ctx, row.trial_id, text, marks, TO_TRIALS)
-
-
-def _attempt_column(ctx: PageContext, attempt: Optional[Attempt], role: str) -> str:
+def _column(ctx: PageContext, attempt: Optional[Attempt], role: str) -> Column:
+    side_id = role.split()[0].lower()
     if attempt is None:
-        return f"<h2>{esc(role)}</h2>" + none("not run")
+        return Column(role, side_id, None)
     tid = attempt.trial_id
     row = ctx.trials.by_id.get(tid)
     names = ctx.trials.artifacts.get(tid, {})
-    state = attempt.tier if attempt.status == "completed" else attempt.status
-    head = (f"<h2>{esc(role)}</h2><p>{link(ctx.trials.href(tid, TO_TRIALS), tid)} · {tier_span(state)} · "
-            f"stop: {esc(attempt.stop_reason or '–')}"
-            + (f" · kernel {attempt.kernel_ms:.4g} ms, eager {attempt.eager_ms:.4g} ms"
-               if attempt.kernel_ms and attempt.eager_ms else "") + "</p>")
-    body = [head, "<h3>Submissions and verdicts</h3>", _submissions(ctx, tid, ctx.trials.submissions.get(tid, ())),
-            "<h3>Final kernel</h3>",
-            _artifact(ctx, names.get(FINAL_KERNEL), "final kernel", lambda t: f"<pre>{esc(t)}</pre>")]
-    text = _read(ctx, names.get(TRANSCRIPT)) if names.get(TRANSCRIPT) else None
-    on_trial_page = link(f"{ctx.trials.href(tid, TO_TRIALS)}#transcript", "on the trial page")
-    if text is None:
-        body.append(none("no transcript stored"))
-    elif len(text) <= TRANSCRIPT_INLINE_CHARS:
-        body.append(f"<details><summary>Transcript</summary>{transcript_html(text)}</details>")
-    else:
-        # A benchmark holds thousands of pairs: long transcripts stay on their trial page, not copied into each.
-        body.append(f"<p>Transcript ({len(text):,} characters): {on_trial_page}.</p>")
-    if row is not None and row.error:
-        body.append(f"<pre>{esc(row.error)}</pre>")
-    return f'<div class="side" id="{esc(role.split()[0].lower())}">' + "".join(body) + "</div>"
+    subs = ctx.trials.submissions.get(tid, ())
+    text = read_text(ctx, names.get(TRANSCRIPT))
+    inline = text is not None and len(text) <= TRANSCRIPT_INLINE_CHARS
+    return Column(role, side_id, attempt, ctx.trials.href(tid, TO_TRIALS), subs, sources(ctx, tid, subs),
+                  artifact(ctx, names.get(FINAL_KERNEL), "final kernel"),
+                  transcript_events(text) if inline else None,
+                  f"{len(text):,}" if text is not None and not inline else "",
+                  row.error if row is not None else None)
 
 
 def pair_page(ctx: PageContext, pair: ScoredPair) -> str:
@@ -100,35 +97,13 @@ def pair_page(ctx: PageContext, pair: ScoredPair) -> str:
     term = ("–" if pair.log_ratio is None
             else f"{pair.log_ratio:+.3f} (base / skill end-to-end time ×{math.exp(pair.log_ratio):.3f})")
     source = cr.source
-    drawn = pair.standing_base
-    drawn_link = f" ({link(ctx.trials.href(drawn.trial_id, TO_TRIALS), drawn.trial_id)})" if drawn else ""
-    summary = [("model", esc(cr.model)), ("problem", esc(cr.problem_id)), ("target", esc(cr.target)),
-               ("direction", esc(cr.direction)), ("replicate", esc(cr.replicate)),
-               ("outcome", f'<strong id="outcome">{esc(pair.outcome)}</strong>'),
-               ("standing", f"{esc(pair.standing or 'unplaced')} against another replicate's base{drawn_link}; "
-                            f"{esc(pair.paper_standing)} against its own base (the paper's grouping)"),
-               ("ΔGM term", esc(term))]
-    meta = '<dl class="meta">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in summary) + "</dl>"
-    handed = (f'<h2 id="handed-over">SKILL.md handed over</h2><p>Written by the source attempt '
-              f"{link(ctx.trials.href(source.trial_id, TO_TRIALS), source.trial_id) if source else '–'} "
-              f"({tier_span(source.tier if source else None)} in {esc(cr.source_dsl)}); the skill-conditioned attempt "
-              f"received it as its only extra input.</p>"
-              + _skill_block(ctx, *_skill_of(ctx, source.trial_id if source else None), "the source attempt"))
-    sides = ('<div class="sides">' + _attempt_column(ctx, cr.base, f"Base (solo in {cr.target_dsl})")
-             + _attempt_column(ctx, cr.skill, f"Skill-conditioned (in {cr.target_dsl})") + "</div>")
-    title = f"{cr.model} · {cr.problem_id} · {cr.direction} · r{cr.replicate}"
-    return page(f"pair {title}", f"{PAIR_CSS}<h1>Cell-replicate {esc(title)}</h1>{meta}{handed}{sides}",
-                ctx.synthetic, root="../")
-
-
-def _edges_table(ctx: PageContext, chain_id: str, hop: int, texts: dict[str, str]) -> str:
-    edges = ctx.claims.edges.get((chain_id, hop), ())
-    if not edges:
-        return none("no lineage edges stored for this hop (every claim here is new, or `mkb lineage` has not run)")
-    rows = "".join(f"<tr><td>{esc(texts.get(p, p))}</td><td>{esc(edge)}</td><td>{esc(texts.get(c, c))}</td></tr>"
-                   for p, c, edge in edges)
-    return ("<table><thead><tr><th>parent claim (hop k−1)</th><th>edge</th><th>child claim (hop k)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    heading = f"{cr.model} · {cr.problem_id} · {cr.direction} · r{cr.replicate}"
+    handed = handed_skill(ctx, *skill_of(ctx, source.trial_id if source else None), "the source attempt", TO_TRIALS)
+    return render("pair.html.j2", title=f"pair {heading}", synthetic=ctx.synthetic, root="../", heading=heading,
+                  cr=cr, pair=pair, term=term, drawn=pair.standing_base, source=source, trials=ctx.trials,
+                  to_trials=TO_TRIALS, handed=handed,
+                  base=_column(ctx, cr.base, f"Base (solo in {cr.target_dsl})"),
+                  skilled=_column(ctx, cr.skill, f"Skill-conditioned (in {cr.target_dsl})"))
 
 
 def _claim_texts(ctx: PageContext, row: Optional[TrialRow], text: Optional[str]) -> dict[str, str]:
@@ -137,38 +112,53 @@ def _claim_texts(ctx: PageContext, row: Optional[TrialRow], text: Optional[str])
     return {m.claim_id: text[m.start:m.end] for m in ctx.claims.marks(row.skill_sha) if 0 <= m.start < m.end}
 
 
-def _diff(before: str, after: str) -> str:
+def _diff(before: str, after: str) -> list[tuple[str, str]]:
+    """The unified diff of two texts as (kind, line): kind 'add', 'del' or '' (context and headers)."""
     lines = []
     for line in difflib.unified_diff(before.splitlines(), after.splitlines(), "hop k−1", "hop k", lineterm="", n=1):
         kind = "add" if line.startswith("+") and not line.startswith("+++") else (
             "del" if line.startswith("-") and not line.startswith("---") else "")
-        lines.append(f'<span class="{kind}">{esc(line)}</span>' if kind else esc(line))
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>" if lines else none("the two texts are the same")
+        lines.append((kind, line))
+    return lines
 
 
-def hop_page(ctx: PageContext, chain_id: str, hop: int) -> str:
-    """The page of chain hop `hop` (≥ 1) against the hop before (see the module docstring)."""
+def _hop_page(ctx: PageContext, chain_id: str, hop: int,
+              carried: Mapping[str, Markup]) -> tuple[str, dict[str, Markup]]:
+    """The page of chain hop `hop` (≥ 1) against the hop before (see the module docstring), and the SKILL.md block
+    of the hop's own trial for the next hop's page when it is coloured (it reads the same there)."""
     before, after = ctx.trials.hop_trial.get((chain_id, hop - 1)), ctx.trials.hop_trial.get((chain_id, hop))
-    skills = {tid: _skill_of(ctx, tid) for tid in (before, after)}
+    skills = {tid: skill_of(ctx, tid) for tid in (before, after)}
     texts = {**_claim_texts(ctx, *skills[before]), **_claim_texts(ctx, *skills[after])}
+    skill_block = macros("skill.html.j2").skill
+    keep: dict[str, Markup] = {}
 
-    def text_of(tid: Optional[str]) -> str:
-        return skills[tid][1] or ""
+    def column(tid: Optional[str], what: str) -> HopColumn:
+        row, text = skills[tid]
+        block = carried.get(tid) if tid else None
+        if block is None:
+            view = handed_skill(ctx, row, text, what, TO_TRIALS)
+            block = skill_block(view)          # Markup: skill.html.j2's output, everything in it escaped there
+            if tid and view.pieces:            # a note would name `what`; coloured text does not
+                keep[tid] = block
+        return HopColumn(what, tid, row, block)
 
-    def column(tid: Optional[str], what: str) -> str:
-        row = skills[tid][0]
-        head = (f"<h2>{esc(what)}</h2><p>{link(ctx.trials.href(tid, TO_TRIALS), tid)} · "
-                f"{tier_span(row.final_tier if row else None)} · {esc(row.dsl if row else '–')}</p>") if tid else \
-            f"<h2>{esc(what)}</h2>"
-        return f'<div class="side">{head}{_skill_block(ctx, *skills[tid], what)}</div>'
+    edges = [(texts.get(p, p), edge, texts.get(c, c)) for p, c, edge in ctx.claims.edges.get((chain_id, hop), ())]
+    received = column(before, f"Received: hop {hop - 1}")
+    written = column(after, f"Written: hop {hop}")
+    page = render("hop.html.j2", title=f"{chain_id} hop {hop}", synthetic=ctx.synthetic, root="../",
+                  chain_id=chain_id, hop=hop, trials=ctx.trials, to_trials=TO_TRIALS, received=received,
+                  written=written, edges=edges, diff=_diff(skills[before][1] or "", skills[after][1] or ""))
+    return page, {after: keep[after]} if after in keep else {}
 
-    body = [f"<h1>Chain {esc(chain_id)}: hop {hop - 1} → hop {hop}</h1>",
-            f"<p>Hop {hop} received hop {hop - 1}'s SKILL.md and wrote its own; the lineage edges say which of its "
-            "claims carry which of the received ones (docs/metrics.md, Lineage).</p>",
-            '<div class="sides">' + column(before, f"Received: hop {hop - 1}") + column(after, f"Written: hop {hop}")
-            + "</div>", '<h2 id="edges">Lineage edges</h2>', _edges_table(ctx, chain_id, hop, texts),
-            '<h2 id="diff">Line diff of the two SKILL.md files</h2>', _diff(text_of(before), text_of(after))]
-    return page(f"{chain_id} hop {hop}", PAIR_CSS + "\n".join(body), ctx.synthetic, root="../")
+
+def hop_pages(ctx: PageContext, hops: Sequence[tuple[str, int]]) -> Iterator[tuple[str, str]]:
+    """Each chain hop's (file name under hops/, page), in the order given. The SKILL.md hop k wrote is shown again
+    on hop k+1's page as the one received: coloured once and carried over, since escaping every claim of every
+    SKILL.md twice was a third of the hop pages' time on a chain-100 campaign."""
+    carried: Mapping[str, Markup] = {}
+    for chain, hop in hops:
+        page, carried = _hop_page(ctx, chain, hop, carried)
+        yield hop_name(chain, hop), page
 
 
 def chain_hops_of(trials: TrialIndex) -> list[tuple[str, int]]:
@@ -178,12 +168,6 @@ def chain_hops_of(trials: TrialIndex) -> list[tuple[str, int]]:
 
 def pairs_index(ctx: PageContext, pairs: Sequence[ScoredPair], hops: Sequence[tuple[str, int]]) -> str:
     """pairs.html at the report root: every cell-replicate's paired page and every chain hop's page."""
-    rows = "".join(f"<tr><td>{link(f'{PAIRS_DIR}/{pair_name(p)}', f'{p.cr.model} · {p.cr.problem_id}')}</td>"
-                   f"<td>{esc(p.cr.direction)}</td><td class=\"n\">{esc(p.cr.replicate)}</td>"
-                   f"<td>{esc(p.outcome)}</td></tr>" for p in pairs)
-    table = ("<table><thead><tr><th>cell</th><th>direction</th><th>replicate</th><th>outcome</th></tr></thead>"
-             f"<tbody>{rows}</tbody></table>") if pairs else none("no resolved cell-replicate")
-    hop_rows = "".join(f"<li>{link(f'{HOPS_DIR}/{hop_name(c, h)}', f'{c}: hop {h - 1} → {h}')}</li>" for c, h in hops)
-    body = (f"<h1>Paired views</h1><h2>Cell-replicates ({len(pairs)})</h2>{table}"
-            f"<h2>Chain hops ({len(hops)})</h2>" + (f"<ul>{hop_rows}</ul>" if hops else none("no chain hops")))
-    return page("paired views", body, ctx.synthetic)
+    return render("pairs_index.html.j2", title="paired views", synthetic=ctx.synthetic, root="",
+                  pairs=[(p, f"{PAIRS_DIR}/{pair_name(p)}") for p in pairs],
+                  hops=[(f"{c}: hop {h - 1} → {h}", f"{HOPS_DIR}/{hop_name(c, h)}") for c, h in hops])

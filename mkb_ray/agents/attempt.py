@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Optional, get_args
 
-from ..judge_worker.problem_hash import problem_hash  # stdlib-only, shared with the judging worker
+from ..checker.problem_hash import problem_hash  # stdlib-only, shared with the judging worker
 from ..llm.client import LLMClient
 from ..problems import Problem, default_root, load_problems
 from ..records import AttemptConfig, AttemptRecord, StopReason, Verdict

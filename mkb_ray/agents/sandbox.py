@@ -33,6 +33,8 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..checker import bwrap
+
 logger = logging.getLogger(__name__)
 
 WORKSPACE_MOUNT = "/workspace"
@@ -90,20 +92,11 @@ class SandboxResult(BaseModel):
     wall_s: float
 
 
-def _system_dirs() -> list[str]:
-    """The host's base system: /usr and /etc, plus /bin, /lib, ... where they are real directories (not usrmerge)."""
-    dirs = ["/usr", "/etc"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.isdir(top) and not os.path.islink(top):
-            dirs.append(top)
-    return dirs
-
-
 def default_policy(limits: SandboxLimits | None = None, extra_ro_binds: list[str] | None = None) -> SandboxPolicy:
     """System directories plus the Python installation running us (venv and its base interpreter)."""
-    binds = _system_dirs()
+    binds = bwrap.system_dirs()
     for prefix in dict.fromkeys([sys.prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]):
-        if not any(prefix == b or prefix.startswith(b + "/") for b in binds):
+        if not bwrap.under(prefix, binds):
             binds.append(prefix)
     binds.extend(extra_ro_binds or [])
     return SandboxPolicy(limits=limits or SandboxLimits(), ro_binds=binds)
@@ -130,22 +123,6 @@ def _runs_privileged() -> bool:
     return os.geteuid() == 0
 
 
-def _under(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
-def _mount_point_dirs(binds: list[str]) -> list[str]:
-    """Parent directories bubblewrap must create for the binds. Made 0755 explicitly: bwrap copies the host's
-    mode, and a 0700 /root would hide a Python installed under /root/.pyenv from the unprivileged uid."""
-    parents: set[str] = set()
-    for bind in binds:
-        parent = os.path.dirname(bind.rstrip("/"))
-        while parent not in ("/", "") and not _under(parent, binds):
-            parents.add(parent)
-            parent = os.path.dirname(parent)
-    return sorted(parents, key=lambda p: (p.count("/"), p))
-
-
 def sandbox_env(policy: SandboxPolicy) -> dict[str, str]:
     """The whole environment inside: nothing is inherited from ours (API keys stay out)."""
     threads = str(policy.limits.cpu_threads)
@@ -163,23 +140,9 @@ def sandbox_env(policy: SandboxPolicy) -> dict[str, str]:
 
 def build_bwrap_argv(command: str, workspace: Path, policy: SandboxPolicy) -> list[str]:
     """The full bubblewrap command line for `command` (run by bash) in `workspace`. Pure: no side effects."""
-    limits = policy.limits
-    argv = [bwrap_path()]
     binds = [b for b in policy.ro_binds if os.path.exists(b)]
-    # The private /tmp and /dev/shm first: a bind below /tmp (a venv in a checkout under /tmp, as CI may have)
-    # must land on top of the tmpfs, not be hidden by it.
-    size = ["--size", str(limits.tmp_bytes)] if _bwrap_supports("--size") else []
-    argv += ["--dev", "/dev", "--proc", "/proc",
-             "--perms", "01777", *size, "--tmpfs", "/tmp",
-             "--perms", "01777", *size, "--tmpfs", "/dev/shm"]
-    for parent in _mount_point_dirs(binds + [WORKSPACE_MOUNT]):
-        argv += ["--perms", "0755", "--dir", parent]
-    for bind in binds:
-        argv += ["--ro-bind", bind, bind]
-    # usrmerge systems: /bin -> usr/bin etc. are symlinks; recreate them inside.
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top) and top not in binds:
-            argv += ["--symlink", os.readlink(top), top]
+    tmp_bytes = policy.limits.tmp_bytes if _bwrap_supports("--size") else None
+    argv = bwrap.base_argv(bwrap_path(), binds, later_mounts=[WORKSPACE_MOUNT], tmp_bytes=tmp_bytes)
     argv += ["--bind", str(workspace.resolve()), WORKSPACE_MOUNT, "--chdir", WORKSPACE_MOUNT,
              "--hostname", "sandbox", "--die-with-parent", "--new-session"]
     shell = ["/bin/bash", "-c", command]
@@ -187,13 +150,8 @@ def build_bwrap_argv(command: str, workspace: Path, policy: SandboxPolicy) -> li
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable("running as root needs setpriv (util-linux) to drop privileges")
-        uid = str(policy.sandbox_uid)
-        # No user namespace (as root we could not map another uid into it); setpriv needs exactly these two
-        # capabilities to switch uid and then clears every capability set.
         argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                 "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
-                 setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all", "--no-new-privs", "--"] + shell
+                 *bwrap.drop_to_uid(setpriv, policy.sandbox_uid), "--"] + shell
     else:
         # No nested user namespaces either, where bubblewrap can forbid them.
         argv += ["--unshare-all", "--unshare-user",

@@ -2,8 +2,10 @@
 
     config.py     ExperimentConfig, load_experiment (every field checked; errors name file and field)
     plan.py       plan_campaign: deterministic trial ids and dependencies; find_stale; estimate
+    reconcile.py  a plan against the run store: record_plan (new/done/stale), rerun_stale with its dependants
+    build.py      from a config to a runnable campaign: plan_run, model_lanes, build_scheduler, start_campaign
     scheduler.py  Scheduler: where a hop is scheduled (dispatch, retries, batching writes, Ctrl-C)
-    runner.py     execute_trial: the body of a trial's Ray task (a real attempt or a synthetic draw)
+    trial_task.py execute_trial: the body of a trial's Ray task (a real attempt or a synthetic draw)
     services.py   evaluator actors and model servers of a campaign (start, health, restart)
     placement.py  which Ray resources trials, evaluators and model replicas ask for (local | roles)
     submit.py     who submits and owns a batch's task (the driver, or a cluster run's launcher); autoscaler demand

@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterator, Mapping, Optional, Sequence
 
-from ..judge_worker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
+from ..checker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
 from .config import BENCHMARK_ARMS, ExperimentConfig, ExperimentConfigError, check_references, model_concurrency, \
     resolve_agent, resolve_target
 from ..records import Trial, TrialGraph, chain_id_of

@@ -31,9 +31,9 @@ from .model_health import ModelHealth
 from .placement import Placement
 from .protocols import ModelServers, OutcomeStore
 from .plan import Plan
-from .runner import TrialContext, execute_batch
+from .trial_task import TrialContext, execute_batch
 from .services import EvaluatorPool
-from .spool import OutcomeSpool, ingest_spool, spool_key
+from .spool import DurableParts, ingest_spool, spool_key
 from .submit import DemandSignal, DirectSubmitter, LauncherSubmitter, Launch, Submitter
 from ..records import Trial, TrialOutcome
 
@@ -41,6 +41,15 @@ if TYPE_CHECKING:
     from ..models.roster import ModelSpec
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelLane:
+    """What the scheduler holds of one model of the campaign (`campaign.build.model_lanes` makes them)."""
+
+    context: TrialContext                # what its trials' tasks are handed
+    concurrency: int = 1                 # its trial tasks in flight at most (synthetic batches: synthetic_inflight)
+    spec: Optional["ModelSpec"] = None   # its roster entry (None: synthetic runs and tests need none)
 
 
 @dataclass(frozen=True)  # the Scheduler's default instance is shared
@@ -93,30 +102,31 @@ class _Flight:
 class Scheduler:
     """Runs the not-yet-done trials of `plan`, writing outcomes to `store` (a RunStore).
 
-    services: the model servers (None: nothing to restart, e.g. synthetic runs); evaluator: handed to each trial
-    task as it is (None: no real judging). A cluster run also passes `launcher` (the run's TrialLauncher actor:
-    tasks outlive this driver and a restarted driver adopts them), `spool` (the outcomes finished tasks left,
-    ingested before anything is planned) and a `roles` placement (trial tasks ask for the agent group's
-    resource, and the autoscaler is told what the ready trials need).
+    models: each model's lane (every model of the plan needs one). services: the model servers (None: nothing
+    to restart, e.g. synthetic runs); evaluator: handed to each trial task as it is (None: no real judging). A
+    cluster run also passes `durable` (the run's launcher: tasks outlive this driver and a restarted driver adopts
+    them; its spool: the outcomes finished tasks left, ingested before anything is planned) and a `roles`
+    placement (trial tasks ask for the agent group's resource, and the autoscaler is told what the ready trials
+    need). `campaign.build.build_scheduler` wires one from a config.
     """
 
-    def __init__(self, plan: Plan, store: OutcomeStore, contexts: dict[str, TrialContext],
-                 concurrency: dict[str, int], specs: Mapping[str, "ModelSpec"],
+    def __init__(self, plan: Plan, store: OutcomeStore, models: Mapping[str, ModelLane],
                  services: Optional[ModelServers] = None, evaluator: Optional[EvaluatorPool] = None,
                  settings: SchedulerSettings = SchedulerSettings(),
                  on_progress: Optional[Callable[[Progress], None]] = None,
-                 task: Optional[Callable[..., list[TrialOutcome]]] = None, launcher: Any = None,
-                 spool: Optional[OutcomeSpool] = None, placement: Placement = Placement()) -> None:
-        self.plan, self.store, self.contexts = plan, store, contexts
-        self.concurrency, self.specs, self.services, self.evaluator = concurrency, specs, services, evaluator
+                 task: Optional[Callable[..., list[TrialOutcome]]] = None, durable: Optional[DurableParts] = None,
+                 placement: Placement = Placement()) -> None:
+        self.plan, self.store, self.models = plan, store, models
+        self.services, self.evaluator = services, evaluator
         self.settings = settings
         self.on_progress = on_progress
         self.task = task or execute_batch  # the Ray task body; tests inject faults through it
-        self.launcher, self.spool, self.placement = launcher, spool, placement
+        self.durable, self.placement = durable, placement
+        self.spool = durable.spool if durable is not None else None
         self.synthetic = plan.synthetic
         # Synthetic draws are batched many to a Ray task (they cost ~0.3 ms each); trials that call a real judge or
         # model run one per task so they spread over evaluators and model replicas.
-        self.batched = plan.synthetic and not any(c.real_judge for c in contexts.values())
+        self.batched = plan.synthetic and not any(lane.context.real_judge for lane in models.values())
         self._skills: dict[str, str] = {}      # SKILL.md of written trials whose dependants are not dispatched
         self._attempts: dict[str, int] = {}
         self._buffer: list[TrialOutcome] = []
@@ -148,7 +158,10 @@ class Scheduler:
 
     def _limit(self, model: str) -> int:
         """Tasks of this model in flight at most."""
-        return self.settings.synthetic_inflight if self.batched else self.concurrency.get(model, 1)
+        if self.batched:
+            return self.settings.synthetic_inflight
+        lane = self.models.get(model)
+        return lane.concurrency if lane is not None else 1
 
     def _judges_full(self) -> bool:
         bound = self.settings.judged_inflight
@@ -164,13 +177,12 @@ class Scheduler:
                 size = min(self.settings.synthetic_batch, len(queue)) if self.batched else 1
                 batch = [heapq.heappop(queue)[2] for _ in range(size)]
                 skills = [self._source_skill(t) for t in batch]
-                ctx = self.contexts[model]
-                spec = self.specs.get(model)
+                lane = self.models[model]
                 api_base = self.services.api_base(model) if self.services is not None else None
                 ids = [t.trial_id for t in batch]
                 flights.append(_Flight(batch, model, spool_key(ids)))
-                launches.append(Launch(flights[-1].key, ids, model, (batch, skills, ctx, spec, api_base,
-                                                                     self.evaluator)))
+                launches.append(Launch(flights[-1].key, ids, model, (batch, skills, lane.context, lane.spec,
+                                                                     api_base, self.evaluator)))
                 self._running[model] = self._running.get(model, 0) + 1
                 for t in batch:
                     self._attempts[t.trial_id] = self._attempts.get(t.trial_id, 0) + 1
@@ -332,8 +344,8 @@ class Scheduler:
 
     def _submitter(self) -> Submitter:
         num_cpus = 1 if self.batched else 0
-        if self.launcher is not None:
-            return LauncherSubmitter(self.launcher, num_cpus, self.placement.trial)
+        if self.durable is not None:
+            return LauncherSubmitter(self.durable.launcher, num_cpus, self.placement.trial)
         return DirectSubmitter(self.task, num_cpus, self.placement.trial)
 
     def _demand_signal(self) -> Optional[DemandSignal]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..actors.evaluator_slots import PoolLoad
-from ..judge_worker.request import JudgeOptions
+from ..checker.request import JudgeOptions
 
 log = logging.getLogger(__name__)
 
@@ -241,11 +241,14 @@ def _wait_name_free(actor_name: str, timeout_s: float = 60.0) -> None:
     (make_model_server uses get_if_exists)."""
     import ray
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    from ..models.processes import wait_for
+
+    def name_free() -> bool:
         try:
             ray.get_actor(actor_name)
         except ValueError:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"actor {actor_name} still exists {timeout_s:.0f} s after it was killed")
+            return True
+        return False
+
+    if not wait_for(name_free, timeout_s, every_s=0.2):
+        raise RuntimeError(f"actor {actor_name} still exists {timeout_s:.0f} s after it was killed")

@@ -1,13 +1,13 @@
 """Where a finished attempt leaves its outcome before it reports back, so that no finished work depends on the
 driver being alive: `<run_dir>/spool/<key>.json`, one file per Ray task, written by the task itself.
 
-On a cluster run the driver can die (a head restart, a killed `mkb run`) while attempts it dispatched run on:
-their tasks are owned by the run's launcher actor (launcher.py), not by the driver, and each writes its outcomes
-here — artifact files first, straight into the run's content-addressed artifact store (`offload_artifacts`), then
-the spool file naming them. A restarted driver ingests the spool into the SQLite store before it plans anything, so
-an attempt that finished meanwhile is collected, not run again. The driver removes a spool file once its outcomes
-are committed; a crash between commit and removal leaves a file whose trials are already done, which the next
-ingest skips (writes are idempotent, keyed by trial id).
+On a cluster run the driver can die (a head restart, a killed `mkb run`) while attempts it dispatched run on: their
+tasks are owned by the run's launcher actor (`actors/trial_launcher.py`), not by the driver, and each writes its
+outcomes here — artifact files first, straight into the run's content-addressed artifact store (`offload_artifacts`),
+then the spool file naming them. A restarted driver ingests the spool into the SQLite store before it plans anything,
+so an attempt that finished meanwhile is collected, not run again. The driver removes a spool file once its outcomes
+are committed; a crash between commit and removal leaves a file whose trials are already done, which the next ingest
+skips (writes are idempotent, keyed by trial id).
 
 Files are written to a temporary name and renamed (atomic), so a reader sees a whole file or none. The spool and
 the artifacts may live on a shared filesystem that every node mounts at the same path; the SQLite store may not
@@ -19,7 +19,7 @@ import base64
 import hashlib
 import json
 import os
-from dataclasses import fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Sequence
 
@@ -28,6 +28,8 @@ from ..store.artifacts import ArtifactStore
 from ..store.sqlite_store import ARTIFACTS_DIR
 
 if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
     from .plan import Plan
     from .protocols import OutcomeStore
 
@@ -109,6 +111,17 @@ class OutcomeSpool:
     def remove(self, trial_ids: Sequence[str]) -> None:
         """Drop the spool file of the task that ran these trials (its outcomes are committed)."""
         (self.root / f"{spool_key(trial_ids)}.json").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class DurableParts:
+    """What lets a cluster run's attempts outlive its driver (`campaign.build.durable_parts` makes them)."""
+
+    run_dir: str              # where tasks write (absolute, the same on every node): the run dir or its shared twin
+    name: str                 # the run's name for its detached actors (launcher, evaluators, router)
+    launcher: "ActorHandle"   # the run's TrialLauncher actor (actors/trial_launcher.py): it owns the trial tasks
+    resumed: bool             # the launcher was left by an earlier driver of this run
+    spool: OutcomeSpool       # where the tasks leave their outcomes
 
 
 def share_run_dir(run_dir: Path, shared_root: Optional[Path]) -> Path:

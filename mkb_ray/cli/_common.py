@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional
 
-from ..judge_worker.request import JudgeOptions
+from ..checker.request import JudgeOptions
 
 PROBLEMS_ROOT_HELP = ("a problems root in the MetaKernelBench layout (<family>/NN_name.py); default: the shipped "
                       "suite")

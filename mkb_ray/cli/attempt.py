@@ -20,7 +20,7 @@ HELP = "run one agent attempt (solo, or conditioned on a SKILL.md) and write its
 DESCRIPTION = ("A model reads the problem, writes kernels, gets verdicts back, keeps a SKILL.md and ends with a "
                "final kernel judged once more. Exit 0 when the record says completed or skipped.")
 
-# Model server start-up on a CPU machine takes ~50-80 s (ARCHITECTURE measured facts); the first start also
+# Model server start-up on a 2-core CPU machine took ~50-80 s (measured 2026-11-29); the first start also
 # converts SmolLM2 (~50 s). Generous, but bounded.
 SERVER_START_TIMEOUT_S = 1800.0
 

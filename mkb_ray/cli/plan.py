@@ -37,20 +37,21 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..campaign.build import plan_run
     from ..campaign.config import ExperimentConfigError, config_hash, describe_target, load_experiment, \
         resolve_target
-    from ..campaign.plan import estimate, plan_campaign
+    from ..campaign.plan import estimate
     from ..judge.device import detect_gpu
-    from ..models.roster import RosterError, load_roster
+    from ..models.roster import RosterError
 
     try:
         config = load_experiment(args.config)
-        roster = load_roster(config.roster_dir)
         has_gpu = detect_gpu() if args.has_gpu is None else args.has_gpu
-        plan = plan_campaign(config, None, roster, has_gpu)
+        campaign = plan_run(config, has_gpu, load_problem_files=False)
     except (ExperimentConfigError, RosterError) as err:
         return _error(str(err))
-    cost = estimate(plan, roster, config)
+    plan = campaign.plan
+    cost = estimate(plan, campaign.roster, config)
     shown = plan.trials[:max(0, args.show)]
     summary: dict[str, Any] = {
         "name": config.name, "description": config.description, "synthetic": config.is_synthetic,

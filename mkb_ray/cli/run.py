@@ -16,18 +16,27 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from ._common import add_experiment_config
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress as ProgressBar, TaskID
+
+    from ..campaign.build import CampaignRun, RunOptions
+    from ..campaign.scheduler import Progress
+    from ..campaign.summary import RunSummary
+    from ..store import RunStore
 
 log = logging.getLogger(__name__)
 
 HELP = "run a campaign (benchmark arms and/or chains) on Ray; rerun to resume"
 DESCRIPTION = ("Plan CONFIG, sync it with the run's store (runs/<name>/store.sqlite), start model servers and "
                "evaluators, run every trial not yet stored, print a summary. Kill it or Ctrl-C it at any time: the "
-               "same command resumes without repeating or losing a trial.")
+               "same command resumes without repeating or losing a trial. Exit 0 once every trial is stored, 1 when "
+               "a model server does not start, 2 for bad usage or a config that does not load, 130 interrupted.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,10 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..campaign.config import ExperimentConfigError, config_hash, load_experiment
-    from ..campaign.plan import plan_campaign
-    from ..judge.device import detect_gpu
+    from ..campaign.build import RunOptions, judges_on_gpu, plan_run, record_run
+    from ..campaign.config import ExperimentConfigError, load_experiment
     from ..store.sqlite_store import RunStore, StoreError
+    from . import PROCESS_ENV
     from ._console import make_console
 
     console = make_console()
@@ -63,18 +72,9 @@ def run(args: argparse.Namespace) -> int:
     except (ExperimentConfigError, FileNotFoundError) as err:
         print(f"mkb run: {err}", file=sys.stderr)
         return 2
-    from ..models.roster import load_roster
-    from ..problems import load_problems
-
-    address = args.ray_address or os.environ.get("RAY_ADDRESS")
-    if address:
-        _init_ray(address)  # now, before planning: the cluster decides the target, not this (head) host
-        has_gpu = _cluster_judges_on_gpu(config)
-    else:
-        has_gpu = detect_gpu()
-    roster = load_roster(config.roster_dir)
-    problems = None if config.problems.synthetic is not None else load_problems(config.problems.root)
-    plan = plan_campaign(config, problems, roster, has_gpu)
+    options = RunOptions(ray_address=args.ray_address or os.environ.get("RAY_ADDRESS") or None,
+                         shared_dir=args.shared_dir, ray_env=PROCESS_ENV)
+    campaign = plan_run(config, judges_on_gpu(config, options))
     run_dir = Path(args.run_dir or config.run_dir)
     try:
         store = RunStore(run_dir)
@@ -82,196 +82,67 @@ def run(args: argparse.Namespace) -> int:
         print(f"mkb run: {err}", file=sys.stderr)
         return 2
     with store:
-        store.set_meta(config.model_dump_json(), config_hash(config), config.is_synthetic)
-        sync = store.record_plan(plan.trials)
-        already_stored = len(sync.done_ids)
-        if sync.stale_ids:
-            if args.rerun_stale:
-                reset = store.rerun_stale(sync.stale_ids)
-                # Reset dependants were current (in done_ids) and are not any more.
-                already_stored = len(set(sync.done_ids).difference(reset.dependant_ids))
-                console.print(f"re-running {len(reset.stale_ids)} stale trial(s) and {len(reset.dependant_ids)} "
-                              "finished dependant(s) of them (they read a stale trial's SKILL.md)")
-            else:
-                hanging = store.finished_dependants(sync.stale_ids)
-                console.print(f"[yellow]{len(sync.stale_ids)} stored trial(s) are stale (their problem, templates "
-                              f"or attempt config changed) and {len(hanging)} finished trial(s) depend on them (they "
-                              "read a stale trial's SKILL.md), kept as they are; --rerun-stale re-runs both"
-                              "[/yellow]: " + ", ".join(sync.stale_ids[:5])
-                              + (" ..." if len(sync.stale_ids) > 5 else ""))
-        pending = len(plan) - already_stored - (0 if args.rerun_stale else len(sync.stale_ids))
-        synthetic = " [bold yellow]SYNTHETIC[/bold yellow]" if config.is_synthetic else ""
-        console.print(f"campaign {config.name}{synthetic}: {len(plan)} trials, {already_stored} already "
-                      f"stored, {pending} to run → {run_dir}")
+        synced = record_run(campaign, store, args.rerun_stale)
+        stale = synced.sync.stale_ids
+        if synced.reset is not None:
+            console.print(f"re-running {len(synced.reset.stale_ids)} stale trial(s) and "
+                          f"{len(synced.reset.dependant_ids)} finished dependant(s) of them (they read a stale "
+                          "trial's SKILL.md)")
+        elif stale:
+            console.print(f"[yellow]{len(stale)} stored trial(s) are stale (their problem, templates or attempt "
+                          f"config changed) and {len(synced.hanging)} finished trial(s) depend on them (they read a "
+                          "stale trial's SKILL.md), kept as they are; --rerun-stale re-runs both[/yellow]: "
+                          + ", ".join(stale[:5]) + (" ..." if len(stale) > 5 else ""))
+        label = " [bold yellow]SYNTHETIC[/bold yellow]" if config.is_synthetic else ""
+        console.print(f"campaign {config.name}{label}: {len(campaign.plan)} trials, {synced.already_stored} "
+                      f"already stored, {synced.pending} to run → {run_dir}")
         code = 0
-        if pending > 0:
-            code = _execute(config, plan, store, roster, has_gpu, args, console)
+        if synced.pending > 0:
+            code = _execute(campaign, store, options, args.no_progress, console)
         from ..campaign.summary import summarise
 
-        print_summary(summarise(store), run_dir, has_gpu, console)
+        print_summary(summarise(store), run_dir, campaign.has_gpu, console)
     return code
 
 
-def _execute(config: Any, plan: Any, store: Any, roster: dict[str, Any], has_gpu: bool, args: argparse.Namespace,
-             console: Any) -> int:
-    import ray
-
-    from ..campaign.config import model_concurrency, resolve_agent
-    from ..campaign.runner import TrialContext
-    from ..campaign.scheduler import Scheduler, SchedulerSettings
-    from ..campaign.services import ModelServices, start_evaluators
+def _execute(campaign: CampaignRun, store: RunStore, options: RunOptions, no_progress: bool,
+             console: Console) -> int:
+    """Start the campaign's services and run its scheduler; the exit code."""
+    from ..campaign.build import ModelServerStartError, start_campaign
     from ..campaign.spool import SpoolError
 
-    started_ray = _init_ray(args.ray_address or os.environ.get("RAY_ADDRESS"))
-    on_cluster = bool(args.ray_address or os.environ.get("RAY_ADDRESS"))
-    services: Optional[ModelServices] = None
     try:
-        placement = _placement(config, on_cluster)
-        try:
-            durable = _durable_parts(store.run_dir, args.shared_dir) if on_cluster else None
-        except SpoolError as err:
-            console.print(f"[red]mkb run:[/red] {err}")
-            return 2
-        synthetic = config.synthetic
-        real_judge = synthetic is None or synthetic.judge == "real"
-        root = str(config.problems.root) if config.problems.root else None
-        evaluator = None
-        if real_judge:
-            device = config.scheduler.evaluator_devices
-            device = ("cuda" if has_gpu else "cpu") if device == "auto" else device
-            evaluator = start_evaluators(device, config.scheduler.evaluator_slots, root,
-                                         str((store.run_dir / "baselines").resolve()), placement,
-                                         keep_as=durable.name if durable else None, protocol=config.protocol)
-        specs = {name: roster[name] for name in config.models}
-        if synthetic is None:
-            services = ModelServices(gpu_role=dict(placement.model_gpu))
-            done = store.done_ids()
-            waiting = {t.model for t in plan if t.trial_id not in done}
-            console.print(f"starting model server(s) for {', '.join(sorted(waiting)) or 'none'} "
-                          "(SmolLM2 on CPU: about a minute)")
-            try:
-                services.start([specs[m] for m in sorted(waiting)])
-            except Exception as err:  # noqa: BLE001 - no server, no run: say why
-                console.print(f"[red]a model server did not start:[/red] {err}")
-                return 1
-        budget_json = config.budget.model_dump_json()
-        contexts = {name: TrialContext(budget_json=budget_json, agent=resolve_agent(config, spec),
-                                       problems_root=root,
-                                       synthetic_json=synthetic.model_dump_json() if synthetic else None,
-                                       real_judge=bool(synthetic is not None and real_judge),
-                                       shared_run_dir=durable.run_dir if durable else None)
-                    for name, spec in specs.items()}
-        concurrency = {name: model_concurrency(config, spec) for name, spec in specs.items()}
-        settings = SchedulerSettings(max_trial_retries=config.scheduler.max_trial_retries,
-                                     judged_inflight=_judged_inflight(config, evaluator))
-        scheduler = Scheduler(plan, store, contexts, concurrency, specs, services, evaluator, settings,
-                              launcher=durable.launcher if durable else None,
-                              spool=durable.spool if durable else None, placement=placement)
-        if durable is not None and durable.resumed:
+        running = start_campaign(campaign, store, options, say=console.print)
+    except SpoolError as err:
+        console.print(f"[red]mkb run:[/red] {err}")
+        return 2
+    except ModelServerStartError as err:
+        console.print(f"[red]a model server did not start:[/red] {err}")
+        return 1
+    with running:
+        if running.resumed:
             console.print("this run's launcher is still up: trials a previous driver started are collected, "
                           "not started again")
-        with _progress_display(console, args.no_progress) as on_progress:
-            scheduler.on_progress = on_progress
-            result = scheduler.run()
-        if durable is not None and evaluator is not None:
-            evaluator.stop()   # finished or stopped on purpose; a driver that crashed leaves them to the next one
+        with _progress_display(console, no_progress) as on_progress:
+            result = running.run(on_progress)
         if result.interrupted:
             console.print("[yellow]interrupted[/yellow]: finished trials are stored; run the same command again "
                           "to resume")
             return 130
         return 0
-    finally:
-        if services is not None:
-            services.stop_all()
-        if started_ray:
-            ray.shutdown()
-
-
-@dataclass(frozen=True)
-class _DurableParts:
-    """What lets a cluster run's attempts outlive this driver (mkb_ray/campaign/spool.py says how)."""
-
-    run_dir: str          # where tasks write (absolute, the same on every node): the run dir or its shared twin
-    name: str             # the run's name for its detached actors (launcher, evaluators, router)
-    launcher: Any         # the run's TrialLauncher actor
-    resumed: bool         # the launcher was left by an earlier driver of this run
-    spool: Any            # OutcomeSpool
-
-
-def _durable_parts(run_dir: Path, shared_root: Optional[Path]) -> _DurableParts:
-    from ..actors.trial_launcher import get_or_start_launcher, launcher_name
-    from ..campaign.runner import execute_batch
-    from ..campaign.spool import OutcomeSpool, share_run_dir
-
-    absolute = str(run_dir.resolve())
-    shared = share_run_dir(run_dir, shared_root)
-    launcher, resumed = get_or_start_launcher(absolute, execute_batch)
-    return _DurableParts(str(shared), launcher_name(absolute), launcher, resumed, OutcomeSpool(shared))
-
-
-def _judged_inflight(config: Any, evaluator: Any) -> Optional[int]:
-    """How many trials may be in flight at once for the evaluators' capacity (None: no real judge). A real
-    attempt spends most of its 40 minutes with the model and a few minutes judged; a synthetic one with a real
-    judge does nothing else."""
-    if evaluator is None:
-        return None
-    per_slot = 2 if config.is_synthetic else config.scheduler.attempts_per_eval_slot
-    return evaluator.capacity * per_slot
-
-
-def _placement(config: Any, on_cluster: bool) -> Any:
-    """The configured placement; `auto` is `roles` on a cluster that offers the agent group's resource."""
-    import ray
-
-    from ..campaign.placement import AGENT_RESOURCE, Placement
-
-    mode = config.scheduler.placement
-    if mode == "auto":
-        mode = "roles" if on_cluster and AGENT_RESOURCE in ray.cluster_resources() else "local"
-    return Placement.of(mode)
-
-
-def _cluster_judges_on_gpu(config: Any) -> bool:
-    import ray
-
-    devices = config.scheduler.evaluator_devices
-    if devices != "auto":
-        return devices == "cuda"
-    return _placement(config, on_cluster=True).gpu_target(ray.cluster_resources())
-
-
-def _init_ray(address: Optional[str]) -> bool:
-    """Connect to the cluster at `address`, or start a local Ray; returns whether this process should shut it
-    down at the end (it connected or started it). Idempotent: a second call keeps the first connection."""
-    import ray
-
-    if ray.is_initialized():
-        return True
-    if address:
-        from . import PROCESS_ENV
-
-        # A cluster's workers do not inherit this driver's environment: the variables they need travel with the job.
-        ray.init(address=address, log_to_driver=False,
-                 runtime_env={"env_vars": dict(PROCESS_ENV)})
-        return True
-    from ..models.local_ray import init_local_ray
-
-    # Logical CPUs: a CPU model replica reserves the machine's cores, yet attempts mostly wait on the model, so
-    # the evaluator and the synthetic trial tasks get their own slots.
-    return init_local_ray(num_cpus=max(4, (os.cpu_count() or 2) + 2))
 
 
 class _progress_display:
     """A live rich progress bar on a terminal; a log line every 10 s otherwise (CI, pipes)."""
 
-    def __init__(self, console: Any, plain: bool) -> None:
+    def __init__(self, console: Console, plain: bool) -> None:
         self.console, self.plain = console, plain or not console.is_terminal
-        self._progress: Any = None
-        self._task: Any = None
+        self._progress: Optional[ProgressBar] = None
+        self._task: Optional[TaskID] = None
         self._last_line = 0.0
         self._last_done = -1
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> Callable[[Progress], None]:
         if not self.plain:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -281,11 +152,11 @@ class _progress_display:
             self._task = self._progress.add_task("trials", total=None, line="")
         return self.update
 
-    def update(self, p: Any) -> None:
+    def update(self, p: Progress) -> None:
         eta = p.eta_s()
         line = (f"running {p.running}, queued {p.queued}, failed {p.failed}, retries {p.retries}, "
                 f"tokens {p.tokens:,}, ETA {_duration(eta)}")
-        if self._progress is not None:
+        if self._progress is not None and self._task is not None:
             self._progress.update(self._task, total=p.total, completed=p.done_before + p.done, line=line)
         elif (p.done != self._last_done and time.monotonic() - self._last_line >= 5.0) \
                 or time.monotonic() - self._last_line >= 60.0 or (p.running == 0 and p.queued == 0):
@@ -306,7 +177,7 @@ def _duration(seconds: Optional[float]) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def print_summary(summary: Any, run_dir: Any, has_gpu: bool, console: Any) -> None:
+def print_summary(summary: RunSummary, run_dir: Path, has_gpu: bool, console: Console) -> None:
     """The table printed after `mkb run`: final tiers per model and arm, skills written, what is synthetic."""
     from rich.table import Table
 

@@ -6,8 +6,8 @@
     device.py    is there a GPU here; the PTX compile cache
 
 The judging options (`JudgeOptions`) and the request sent to the worker are defined once, in
-`mkb_ray.judge_worker.request` (standard library only, so the subprocess can read them too), and re-exported here.
-What runs inside the subprocess is `mkb_ray.judge_worker`.
+`mkb_ray.checker.request` (standard library only, so the subprocess can read them too), and re-exported here.
+What runs inside the subprocess is `mkb_ray.checker`.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ __all__ = ["CheckerPool", "GPU_SPARES", "JudgeLimits", "JudgeOptions", "JudgeReq
 
 # Lazy, so that `mkb --help` (which reads the option defaults) does not import pydantic and the problem registry.
 _EXPORTS = {
-    "JudgeOptions": "mkb_ray.judge_worker.request", "JudgeRequest": "mkb_ray.judge_worker.request",
-    "default_preset": "mkb_ray.judge_worker.request", "detect_gpu": "mkb_ray.judge.device",
+    "JudgeOptions": "mkb_ray.checker.request", "JudgeRequest": "mkb_ray.checker.request",
+    "default_preset": "mkb_ray.checker.request", "detect_gpu": "mkb_ray.judge.device",
     "ptx_cache_dir": "mkb_ray.judge.device", "judge_kernel": "mkb_ray.judge.kernel",
     "JudgingRefused": "mkb_ray.judge.kernel", "gpu_arch": "mkb_ray.judge.device",
     "JudgeLimits": "mkb_ray.judge.process", "CheckerPool": "mkb_ray.judge.process",

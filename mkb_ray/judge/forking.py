@@ -1,4 +1,4 @@
-"""The parent's handle on a checker template (`mkb_ray.judge_worker.checker_template`): start it, fork checkers
+"""The parent's handle on a checker template (`mkb_ray.checker.checker_template`): start it, fork checkers
 from it, and treat each fork like a `subprocess.Popen` (pid, poll, wait, returncode, stdin).
 
 A fork is not our child, so its end is watched through a pidfd and its exit status is asked of the template,
@@ -17,8 +17,8 @@ import sys
 import threading
 from typing import IO, Any, Optional
 
-from ..judge_worker.checker_template import KERNEL_FDS, MAX_MESSAGE_BYTES
-from ..judge_worker.kernel_process import kill_pidfd
+from ..checker.checker_template import KERNEL_FDS, MAX_MESSAGE_BYTES
+from ..checker.kernel_process import kill_pidfd
 
 logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 120.0
@@ -38,7 +38,7 @@ class CheckerTemplate:
         self._closing = False
         self._ready = False
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mkb_ray.judge_worker.checker_template", "--control-fd", str(child_end.fileno())],
+            [sys.executable, "-m", "mkb_ray.checker.checker_template", "--control-fd", str(child_end.fileno())],
             pass_fds=(child_end.fileno(),), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL, start_new_session=True, preexec_fn=preexec_fn)
         child_end.close()
@@ -64,7 +64,7 @@ class CheckerTemplate:
 
     def fork(self, argv: list[str], env: dict[str, str], cwd: str, stdin: int, log: int, result: int,
              warm: int, kernel_fds: tuple[int, ...] = ()) -> "ForkedChild":
-        """A new checker running `python -m mkb_ray.judge_worker <argv>` in `cwd` with `env`; the four descriptors
+        """A new checker running `python -m mkb_ray.checker <argv>` in `cwd` with `env`; the four descriptors
         become its stdin, stdout+stderr, result pipe (fd 3) and warm pipe (fd 4), and `kernel_fds` (a kernel
         process forked for it, and a baseline process after it) fds KERNEL_FIRST_FD on."""
         fds = (stdin, log, result, warm, *kernel_fds)
@@ -74,7 +74,7 @@ class CheckerTemplate:
                 raise TemplateUnavailable("the checker template is closing")
             pid = int(self._ask({"op": "fork", "argv": argv, "env": env, "cwd": cwd}, fds)["pid"])
             self._live.add(pid)
-        return ForkedChild(pid, self, [sys.executable, "-m", "mkb_ray.judge_worker", *argv])
+        return ForkedChild(pid, self, [sys.executable, "-m", "mkb_ray.checker", *argv])
 
     def reap(self, pid: int) -> int:
         """The exit status of a fork that has ended (it is a zombie until now); ends a closing template after its

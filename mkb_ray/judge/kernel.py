@@ -1,7 +1,7 @@
 """The judge's one entry point: a kernel file in, a typed `Verdict` out.
 
 Each submission is judged by a fresh checker process (`mkb_ray.judge.process`, from a warm `CheckerPool` when
-one is given), which runs the candidate in its own sandboxed kernel process (`mkb_ray.judge_worker.pipeline`),
+one is given), which runs the candidate in its own sandboxed kernel process (`mkb_ray.checker.pipeline`),
 under a hard wall-clock timeout and a resident-memory limit. A checker that dies, hangs or balloons is itself
 the verdict: `crash`, `timeout` or `memory_limit`.
 """
@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Optional
 
-from ..judge_worker.request import JudgeOptions, JudgeRequest, default_preset
+from ..checker.request import JudgeOptions, JudgeRequest, default_preset
 from ..problems import Problem
 from ..records import CheckResult, Verdict
 from .device import gpu_arch, ptx_cache_dir
@@ -44,7 +44,7 @@ def judge_kernel(
     shapes, protocol and device; None measures them for every judgement. Raises JudgingRefused when the problem
     cannot be judged here at all (a make_inputs() pinned to CUDA on a machine without a GPU, an sm_100a problem on
     Hopper): a verdict would blame the kernel for the machine. `device_lock`: the lock file of judgements sharing
-    this GPU (mkb_ray/judge_worker/device_lock.py), so that each one times alone."""
+    this GPU (mkb_ray/checker/device_lock.py), so that each one times alone."""
     refusal = problem.judging_refusal(device, gpu_arch())
     if refusal:
         raise JudgingRefused(refusal)

@@ -21,9 +21,9 @@ import weakref
 from pathlib import Path
 from typing import Any, Optional
 
-from ..judge_worker.kernel_process import ForkedChannels
+from ..checker.kernel_process import ForkedChannels
 from ..kernel_runner.template import KIDS_DIR, MAX_MESSAGE_BYTES, PROBE_KID
-from ..judge_worker.sandbox import SandboxLimits, build_argv, prepare_staging, sandbox_env
+from ..checker.sandbox import SandboxLimits, build_argv, prepare_staging, sandbox_env
 from .forking import TemplateUnavailable, end_template
 
 logger = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def monitor_pid(pidfd: Optional[int]) -> Optional[int]:
     """The pid of a live fork's monitor, for memory accounting (None once it has ended)."""
     if pidfd is None or select.select([pidfd], [], [], 0)[0]:
         return None
-    from ..judge_worker.kernel_process import pidfd_pid
+    from ..checker.kernel_process import pidfd_pid
 
     try:
         pid = pidfd_pid(pidfd)

@@ -30,9 +30,9 @@ from typing import IO, Any, Callable, Optional
 
 import psutil
 
-from ..judge_worker.checker_template import KERNEL_FIRST_FD, RESULT_FD, WARM_FD
-from ..judge_worker.kernel_process import ForkedChannels, kill_pidfd
-from ..judge_worker.sandbox import ALL_DSLS, SandboxUnavailable
+from ..checker.checker_template import KERNEL_FIRST_FD, RESULT_FD, WARM_FD
+from ..checker.kernel_process import ForkedChannels, kill_pidfd
+from ..checker.sandbox import ALL_DSLS, SandboxUnavailable
 from .device import gpu_arch
 from .forking import CheckerTemplate, ForkedChild, TemplateUnavailable
 from .kernel_template import KernelTemplate, monitor_pid
@@ -127,7 +127,7 @@ class CheckerProcess:
         if self.process is None:
             self.child_result_fd = self.write_fd  # pass_fds keeps the number
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "mkb_ray.judge_worker", *self._argv(kernel_process, warm_write_fd)],
+                [sys.executable, "-m", "mkb_ray.checker", *self._argv(kernel_process, warm_write_fd)],
                 stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
                 pass_fds=(self.write_fd, warm_write_fd), env=worker_env(), start_new_session=True,
                 cwd=self.scratch.name, preexec_fn=_die_with_parent)
@@ -391,7 +391,7 @@ def _supervise(process: "subprocess.Popen[bytes] | ForkedChild", limits: JudgeLi
 def _start_kernel_template(dsls: tuple[str, ...], profiled: bool) -> Optional[KernelTemplate]:
     """A pool's kernel-process template, or None where it cannot start (no bubblewrap: the checker's own start
     of a kernel process then reports why)."""
-    from ..judge_worker.__main__ import writable_caches
+    from ..checker.__main__ import writable_caches
 
     env = worker_env()
     try:

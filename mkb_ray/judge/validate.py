@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from ..judge_worker.request import JudgeOptions, default_preset
+from ..checker.request import JudgeOptions, default_preset
 from ..problems import SOLUTION_VARIANTS, Problem, ProblemSet
 from ..records import CheckResult, Verdict
 from .device import gpu_arch

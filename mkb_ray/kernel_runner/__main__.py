@@ -1,5 +1,5 @@
 """Entry point of the kernel process: `python -m mkb_ray.kernel_runner WORKDIR`, started by the checker inside
-the OS sandbox (`mkb_ray.judge_worker.sandbox`). Limits come as JSON in `MKB_RUNNER_RLIMITS` and are set, hard,
+the OS sandbox (`mkb_ray.checker.sandbox`). Limits come as JSON in `MKB_RUNNER_RLIMITS` and are set, hard,
 before anything else runs: the candidate can lower them further, never raise them."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resou
             "nofile": resource.RLIMIT_NOFILE, "core": resource.RLIMIT_CORE, "nproc": resource.RLIMIT_NPROC}
 
 
-KNOWN_DSL_MODULES = ("tvm", "cutlass.cute")  # judge_worker/sandbox.py DSL_MODULES
+KNOWN_DSL_MODULES = ("tvm", "cutlass.cute")  # checker/sandbox.py DSL_MODULES
 
 
 def apply_rlimits() -> None:

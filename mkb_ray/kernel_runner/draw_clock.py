@@ -28,7 +28,7 @@ Three events per call, all on the stream that was current when the call began:
   call is counted to `settled`, never to `end` (`counted_ms`), so deferring work buys no speed.
 
 The checker does not trust these numbers on their own: each round trip's device times must fit inside its own
-wall clock around that trip (`judge_worker/timing.py`), and the verdict keeps that wall-clock figure beside them.
+wall clock around that trip (`checker/timing.py`), and the verdict keeps that wall-clock figure beside them.
 """
 from __future__ import annotations
 

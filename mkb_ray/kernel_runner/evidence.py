@@ -7,7 +7,7 @@
   the ones whose name is not among the kernels the DSL's compiler produced for this process (the launch
   monitor reads them from each compile's output) are also counted apart, `unnamed_us`: foreign CUDA compiled at
   run time (NVRTC, torch's jiterator) lands there, and the checker counts it as work outside the DSL
-  (judge_worker/work_share.py). Glue:
+  (checker/work_share.py). Glue:
   PyTorch's copies (casts), fills and views, and the runtime's device-side memcpy/memset. Host round trips
   (memcpy device↔host) are not glue: they are how host code would do the work.
 - CPU target: aten operator events (their self time; glue ops excluded) and numpy calls (the profiler's Python

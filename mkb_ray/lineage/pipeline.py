@@ -127,7 +127,7 @@ class LineagePipeline:
         return summary
 
     def _segment(self, first_trial: dict[str, str], summary: LineageSummary) -> None:
-        done = self.store.segmented_skills(SEGMENTER_VERSION)
+        done = self.store.claims.segmented_skills(SEGMENTER_VERSION)
         todo = [sha for sha in first_trial if sha not in done]
         for start in range(0, len(todo), _BATCH):
             batch = []
@@ -140,7 +140,7 @@ class LineagePipeline:
                 claims = segment(text)
                 batch.append(Segmentation(sha, SEGMENTER_VERSION, claims))
                 summary.claims_new += len(claims)
-            self.store.write_segmentations(batch)
+            self.store.claims.write_segmentations(batch)
             summary.skills_segmented += len(batch)
             self.progress("segment", min(start + _BATCH, len(todo)), len(todo))
 
@@ -148,9 +148,9 @@ class LineagePipeline:
         shas = list(first_trial)
         for start in range(0, len(shas), _BATCH):
             part = shas[start:start + _BATCH]
-            by_skill = self.store.claims_by_skill(part)
+            by_skill = self.store.claims.claims_by_skill(part)
             ids = [c.claim_id for claims in by_skill.values() for c in claims]
-            have = self.store.annotations(self.annotator.name, self.taxonomy.ref, ids)
+            have = self.store.claims.annotations(self.annotator.name, self.taxonomy.ref, ids)
             records: list[AnnotationRecord] = []
             # Embed the whole batch at once (full, length-sorted model batches); the per-skill calls below then
             # read the encoder's cache, and so does the matcher.
@@ -160,23 +160,23 @@ class LineagePipeline:
                 if not claims:
                     continue
                 records += self.annotator.annotate(claims, trial_evidence(self.store, first_trial[sha]))
-            self.store.write_annotations(records)
+            self.store.claims.write_annotations(records)
             summary.claims_annotated += len(records)
             summary.unannotated += sum(r.status != "annotated" for r in records)
             self.progress("annotate", min(start + _BATCH, len(shas)), len(shas))
 
     def _match(self, chains: dict[str, list[ChainHop]], summary: LineageSummary) -> None:
-        progress = self.store.lineage_progress(self.matcher, self.annotator.name)
+        progress = self.store.claims.lineage_progress(self.matcher, self.annotator.name)
         for n, (chain_id, hops) in enumerate(chains.items(), 1):
             done_to = progress.get(chain_id, 0)
             last = hops[-1].hop if hops else 0
             if last <= done_to:
                 self.progress("match", n, len(chains))
                 continue
-            by_skill = self.store.claims_by_skill({h.trial.skill_sha for h in hops})  # type: ignore[misc]
+            by_skill = self.store.claims.claims_by_skill({h.trial.skill_sha for h in hops})  # type: ignore[misc]
             ids = [c.claim_id for claims in by_skill.values() for c in claims]
             modality = {cid: a.modality for cid, a in
-                        self.store.annotations(self.annotator.name, self.taxonomy.ref, ids).items()}
+                        self.store.claims.annotations(self.annotator.name, self.taxonomy.ref, ids).items()}
             edges = []
             previous = None
             for hop in hops:
@@ -192,7 +192,8 @@ class LineagePipeline:
                     previous = (hop.hop, match, vectors)
                 else:
                     previous = (hop.hop, match, self.encoder.encode([c.text for c in claims]))
-            self.store.write_lineage(chain_id, self.matcher, self.annotator.name, last, edges, first_hop=done_to + 1)
+            self.store.claims.write_lineage(chain_id, self.matcher, self.annotator.name, last, edges,
+                                            first_hop=done_to + 1)
             summary.edges_new += len(edges)
             summary.chains_matched += 1
             self.progress("match", n, len(chains))

@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
@@ -115,16 +114,17 @@ class ServeLLMEndpoint:
         app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning,
                                                  self.gpu_role))
         serve.run(app, name=self.app_name, route_prefix=self.route, blocking=False)
-        deadline = time.monotonic() + timeout_s
-        while True:
+        detail = "not probed"
+
+        def healthy() -> bool:
+            nonlocal detail
             ok, detail = self.status()
-            if ok:
-                return
-            if detail.startswith("DEPLOY_FAILED") or detail.startswith("UNHEALTHY"):
+            if not ok and detail.startswith(("DEPLOY_FAILED", "UNHEALTHY")):
                 raise EndpointError(f"Ray Serve LLM could not deploy '{self.spec.name}': {detail}")
-            if time.monotonic() > deadline:
-                raise EndpointError(f"'{self.spec.name}' not healthy after {timeout_s:.0f} s: {detail}")
-            time.sleep(2.0)
+            return ok
+
+        if not processes.wait_for(healthy, timeout_s, every_s=2.0):
+            raise EndpointError(f"'{self.spec.name}' not healthy after {timeout_s:.0f} s: {detail}")
 
     def _app_status(self) -> str:
         from ray import serve
@@ -202,21 +202,22 @@ class VLLMProcessEndpoint:
         env = {**os.environ, **vllm_env(self.placement, self.tuning)}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
-            self._proc = subprocess.Popen([argv[0], "-c", _DIE_WITH_PARENT, *argv], env=env,
-                                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
-        deadline = time.monotonic() + timeout_s
-        while True:
+            proc = self._proc = subprocess.Popen([argv[0], "-c", _DIE_WITH_PARENT, *argv], env=env,
+                                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                                 start_new_session=True)
+        detail = "not probed"
+
+        def healthy() -> bool:
+            nonlocal detail
             ok, detail = self.status()
-            self._known = processes.descendants(self._known + [self._proc.pid])
-            if ok:
-                return
-            if self._proc.poll() is not None:
-                raise EndpointError(f"vLLM exited with {self._proc.returncode} during start-up: {self._log_tail()}")
-            if time.monotonic() > deadline:
-                raise EndpointError(f"'{self.spec.name}' not healthy after {timeout_s:.0f} s: {detail}; "
-                                    f"log {self.log_path}: {self._log_tail()}")
-            time.sleep(1.0)
+            self._known = processes.descendants(self._known + [proc.pid])  # what stop() kills
+            if not ok and proc.poll() is not None:
+                raise EndpointError(f"vLLM exited with {proc.returncode} during start-up: {self._log_tail()}")
+            return ok
+
+        if not processes.wait_for(healthy, timeout_s, every_s=1.0):
+            raise EndpointError(f"'{self.spec.name}' not healthy after {timeout_s:.0f} s: {detail}; "
+                                f"log {self.log_path}: {self._log_tail()}")
 
     def _log_tail(self, chars: int = 1500) -> str:
         try:

@@ -55,7 +55,8 @@ def alive(pids: list[int]) -> list[int]:
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float, every_s: float = 0.5) -> bool:
-    """Poll `predicate()` until it is true or `timeout_s` passed; returns its last value."""
+    """Poll `predicate()` every `every_s` until it is true or `timeout_s` has passed; whether it ended true. A
+    predicate that meets a hopeless state may raise, which ends the wait at once."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = predicate()
@@ -66,11 +67,14 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, every_s: float = 0.
 
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     """Wait until none of `pids` runs; returns those still running at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    left = alive(pids)
-    while left and time.monotonic() < deadline:
-        time.sleep(0.25)
+    left = pids
+
+    def gone() -> bool:
+        nonlocal left
         left = alive(left)
+        return not left
+
+    wait_for(gone, timeout_s, every_s=0.25)
     return left
 
 

@@ -5,8 +5,9 @@ becomes a `RecordError` naming the trial and the dotted field, e.g. `submissions
 the record's own shape cannot say (it agrees with its outcome and is this trial's, it writes out its submissions
 and calls, its indexes are unique), and builds the rows from the typed record.
 
-Each row type is a NamedTuple whose fields are its table's columns in order (the columns are described in
-`sqlite_store`'s docstring); `sqlite_store` builds its SQL from their `_fields`, so rows and columns cannot drift.
+Each row type of a child table is a NamedTuple whose fields are its table's columns in order (the columns are
+described in `sqlite_store`'s docstring); `sqlite_store` builds its SQL from their `_fields`, and that of `trials`
+from the fields of `_schema`'s PlanRow and OutcomeColumns, so rows and columns cannot drift.
 """
 from __future__ import annotations
 
@@ -17,58 +18,11 @@ from typing import NamedTuple, Optional, Sequence, Union
 
 from pydantic import ValidationError
 
-from ..records import AttemptRecord, StoredArtifact, Trial, TrialOutcome
-from ._schema import TERMINAL_STATUSES, TIERS, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
+from ..records import AttemptRecord, StoredArtifact, TrialOutcome
+from ._schema import (TERMINAL_STATUSES, TIERS, TRIAL_ROW_COLUMNS, OutcomeColumns, RecordError, StoreError, TrialRow,
+                      utc_now)
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-class PlanRow(NamedTuple):
-    """A planned trial: the plan columns of `trials` (every Trial field, depends_on as a JSON array)."""
-
-    trial_id: str
-    plan_order: int
-    model: str
-    problem_id: str
-    dsl: str
-    target: str
-    arm: str
-    kind: str
-    replicate: int
-    chain: Optional[int]
-    hop: Optional[int]
-    skill_from: Optional[str]
-    arm_name: Optional[str]
-    depends_on: str
-    config_hash: str
-    problem_hash: str
-    template_hash: str
-
-
-class OutcomeUpdate(NamedTuple):
-    """A done trial's outcome columns of `trials`; the last field, trial_id, picks the row to update."""
-
-    status: str
-    attempts: int
-    final_tier: Optional[str]
-    synthetic: int
-    error: Optional[str]
-    record_sha: Optional[str]
-    skill_sha: Optional[str]
-    outcome_sha: str
-    finished_at: str
-    stop_reason: Optional[str]
-    turns: Optional[int]
-    n_submissions: Optional[int]
-    counted_submissions: Optional[int]
-    prompt_tokens: Optional[int]
-    completion_tokens: Optional[int]
-    cached_tokens: Optional[int]
-    cost_usd: Optional[float]
-    gpu_s: Optional[float]
-    wall_s: Optional[float]
-    queue_wait_s: Optional[float]
-    trial_id: str
 
 
 class SubmissionRow(NamedTuple):
@@ -136,20 +90,11 @@ class Prepared(NamedTuple):
     outcome_sha: str                 # fingerprint of the outcome: an identical re-write is a no-op
     blobs: dict[str, bytes]          # sha -> bytes, written as artifacts before the rows
     stored: tuple[str, ...]          # shas the trial's worker already wrote (StoredArtifact): must be on disk
-    trial_update: OutcomeUpdate
+    outcome: OutcomeColumns          # the trial's outcome columns of `trials`
     submissions: list[SubmissionRow]
     usage: list[UsageRow]
     skill: Optional[SkillRow]
     artifacts: list[ArtifactRow]
-
-
-def plan_row(trial: Trial, order: int) -> PlanRow:
-    """A planned trial's row; `order` is its plan_order."""
-    return PlanRow(trial_id=trial.trial_id, plan_order=order, model=trial.model, problem_id=trial.problem_id,
-                   dsl=trial.dsl, target=trial.target, arm=trial.arm, kind=trial.kind, replicate=trial.replicate,
-                   chain=trial.chain, hop=trial.hop, skill_from=trial.skill_from, arm_name=trial.arm_name,
-                   depends_on=json.dumps(list(trial.depends_on)), config_hash=trial.config_hash,
-                   problem_hash=trial.problem_hash, template_hash=trial.template_hash)
 
 
 def trial_row(row: Sequence[object]) -> TrialRow:
@@ -239,12 +184,12 @@ def prepare(outcome: TrialOutcome, run_synthetic: Optional[bool]) -> Prepared:
     fingerprint = repr((outcome.status, outcome.attempts, final_tier, bool(outcome.synthetic), error, record_sha,
                         skill_sha, sorted((r.name, r.sha256) for r in artifact_rows)))
     outcome_sha = _sha(fingerprint.encode())
-    update = OutcomeUpdate(
+    columns = OutcomeColumns(
         status=outcome.status, attempts=outcome.attempts, final_tier=final_tier,
-        synthetic=int(bool(outcome.synthetic)), error=error, record_sha=record_sha, skill_sha=skill_sha,
+        synthetic=bool(outcome.synthetic), error=error, record_sha=record_sha, skill_sha=skill_sha,
         outcome_sha=outcome_sha, finished_at=record.finished_at if record is not None else utc_now(),
-        **_figures(record), trial_id=tid)
-    return Prepared(tid, outcome_sha, blobs, tuple(stored), update, submissions, usage, skill_row,
+        **_figures(record))
+    return Prepared(tid, outcome_sha, blobs, tuple(stored), columns, submissions, usage, skill_row,
                     artifact_rows)
 
 

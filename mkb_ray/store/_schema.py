@@ -1,6 +1,7 @@
-"""The run store's shared vocabulary: trial statuses, verdict tiers, the store's errors, the `TrialRow` a stored
-trial reads back as, and its time format. Imported by `sqlite_store` (the store) and `_outcome_rows` (turning
-outcomes into rows); the public names are re-exported by `mkb_ray.store`.
+"""The run store's shared vocabulary: trial statuses, verdict tiers, the store's errors, the rows of `trials` (a
+`PlanRow` written when a trial is planned, its `OutcomeColumns` when its outcome is, and the `TrialRow` a stored
+trial reads back as: both in one), and its time format. Imported by `sqlite_store` (the store) and `_outcome_rows`
+(turning outcomes into rows); the public names are re-exported by `mkb_ray.store`.
 """
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Optional, get_args
 
-from ..records import Tier, TrialStatus
+from ..records import Tier, Trial, TrialStatus
 
 TERMINAL_STATUSES: tuple[str, ...] = get_args(TrialStatus)   # completed, skipped, error, infra_error
 TIERS: tuple[str, ...] = get_args(Tier)                      # fail, pass, pass2x, compile_only
@@ -30,11 +31,11 @@ class RecordError(StoreError):
 
 
 @dataclass(frozen=True)
-class TrialRow:
-    """A stored trial: its plan fields, and its outcome fields (None while status is 'planned')."""
+class PlanRow:
+    """A planned trial: the plan columns of `trials`, every `Trial` field (depends_on is stored as a JSON array)."""
 
     trial_id: str
-    plan_order: int
+    plan_order: int     # the trial's position in the plan it was first planned by
     model: str
     problem_id: str
     dsl: str
@@ -50,6 +51,22 @@ class TrialRow:
     config_hash: str
     problem_hash: str
     template_hash: str
+
+    @classmethod
+    def of(cls, trial: Trial, order: int) -> "PlanRow":
+        """A planned trial's row; `order` is its plan_order."""
+        return cls(trial_id=trial.trial_id, plan_order=order, model=trial.model, problem_id=trial.problem_id,
+                   dsl=trial.dsl, target=trial.target, arm=trial.arm, kind=trial.kind, replicate=trial.replicate,
+                   chain=trial.chain, hop=trial.hop, skill_from=trial.skill_from, arm_name=trial.arm_name,
+                   depends_on=tuple(trial.depends_on), config_hash=trial.config_hash,
+                   problem_hash=trial.problem_hash, template_hash=trial.template_hash)
+
+
+@dataclass(frozen=True)
+class OutcomeColumns:
+    """A trial's outcome columns of `trials`: set when its outcome is written (None, or 0/False, while it is
+    'planned')."""
+
     status: str
     attempts: int
     final_tier: Optional[str]
@@ -71,11 +88,21 @@ class TrialRow:
     wall_s: Optional[float]
     queue_wait_s: Optional[float]
 
+
+@dataclass(frozen=True)
+class TrialRow(OutcomeColumns, PlanRow):
+    """A stored trial, as read back: its plan columns (`PlanRow`'s fields), then its outcome columns
+    (`OutcomeColumns`')."""
+
     @property
     def done(self) -> bool:
         return self.status in TERMINAL_STATUSES
 
 
+# The columns of `trials` in table order: dataclass fields of a subclass follow its bases' in reverse MRO order,
+# so TrialRow's are PlanRow's then OutcomeColumns'.
+PLAN_COLUMNS = tuple(f.name for f in fields(PlanRow))
+OUTCOME_COLUMNS = tuple(f.name for f in fields(OutcomeColumns))
 TRIAL_ROW_COLUMNS = tuple(f.name for f in fields(TrialRow))
 
 

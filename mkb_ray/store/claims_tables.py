@@ -1,5 +1,6 @@
 """The run store's claim tables: what each SKILL.md asserts, how each claim was annotated, and how claims descend
-along a chain — plus the markers that make `mkb lineage` incremental. `RunStore` inherits `ClaimTables`.
+along a chain — plus the markers that make `mkb lineage` incremental. A `RunStore` holds its `ClaimTables` as
+`store.claims`, on the store's connection, lock and transactions.
 
 Tables (created with the others, STRICT; a run directory made before them gains them when opened for writing):
     claims            (claim_id PK, skill_sha, idx, text, start, end, section) ← ClaimRecord (idx = .index);
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager
-from typing import Any, Iterable, NamedTuple, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Sequence, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -172,18 +173,19 @@ def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 class ClaimTables:
-    """The claim-table methods of `RunStore` (which provides the connection, lock and transactions)."""
+    """The claim tables of one run store (`RunStore.claims`): reads and writes on its connection, under its lock,
+    each write batch in one of its transactions (which a read-only store refuses)."""
 
-    _conn: sqlite3.Connection
-    _lock: AbstractContextManager[Any]   # a threading.RLock
-    readonly: bool
-
-    def _transaction(self) -> AbstractContextManager[None]:  # pragma: no cover - RunStore's
-        raise NotImplementedError
+    def __init__(self, conn: sqlite3.Connection, lock: AbstractContextManager[Any],
+                 transaction: Callable[[], AbstractContextManager[None]]) -> None:
+        self._conn = conn
+        self._lock = lock              # the store's threading.RLock
+        self._transaction = transaction
+        self._claim_tables_seen = False
 
     def _has_claim_tables(self) -> bool:
         """False only for a store made before the claim tables, opened read-only (a writer creates them)."""
-        if getattr(self, "_claim_tables_seen", False):
+        if self._claim_tables_seen:
             return True
         with self._lock:
             found = self._conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "

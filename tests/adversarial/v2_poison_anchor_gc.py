@@ -34,7 +34,7 @@ def _poison():
     module = sys.modules.get("mkb_problem")
     if module is not None:
         module.reference = _fake_reference
-    for name in ("mkb_ray.judge_worker.correctness", "mkb_ray.judge_worker.pipeline"):
+    for name in ("mkb_ray.checker.correctness", "mkb_ray.checker.pipeline"):
         judge_module = sys.modules.get(name)
         for attr in ("compare", "expected_outputs"):
             if judge_module is not None and hasattr(judge_module, attr):

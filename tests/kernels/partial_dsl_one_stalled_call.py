@@ -2,7 +2,7 @@
 # judge's first profiled call when the problem has outlier draws (first draw, 4 more correctness draws, 2 outlier
 # draws, the knockout's probe, knockout and scramble, then the profiled draw) — its eager part takes ~50 times its
 # usual time, as one operator did in CI when a neighbour took the cores. The decoration rule must not reject on
-# that one call (judge_worker/work_share.py); tests/test_judge.py checks the stall did land on a profiled call.
+# that one call (checker/work_share.py); tests/test_judge.py checks the stall did land on a profiled call.
 import torch
 import tvm
 from tvm.script import tirx as T

@@ -1,4 +1,4 @@
-"""A warm template that checker processes are forked from: `python -m mkb_ray.judge_worker.checker_template
+"""A warm template that checker processes are forked from: `python -m mkb_ray.checker.checker_template
 --control-fd N`.
 
 Why: a checker spawned fresh pays for an interpreter and `import torch` (~1.5 s of CPU on 2 cores) before it can
@@ -10,7 +10,7 @@ What the template is (the trust argument, also in problems/CONTRACT.md, "Trust m
   then does nothing but wait on its control socket. It never receives a judging request, a problem or a kernel
   path, never starts a kernel process and never runs candidate code, so a fork of it holds nothing a spawned
   checker would not;
-- each fork becomes exactly one checker (`judge_worker.__main__.main`) that serves one submission, as a spawned
+- each fork becomes exactly one checker (`checker.__main__.main`) that serves one submission, as a spawned
   one does: its own session, its own stdin, log, result and warm pipes (passed over the control socket), its own
   scratch directory and environment. The secret schedule is drawn from the OS (`random.SystemRandom`), never
   from a generator state the forks would share;
@@ -37,7 +37,7 @@ import socket
 import sys
 import traceback
 
-# Where the four passed descriptors land in a fork: what `judge_worker.__main__` is told to use. A fork may be
+# Where the four passed descriptors land in a fork: what `checker.__main__` is told to use. A fork may be
 # passed a kernel process forked for it too (`ForkedChannels`, six more): those land from KERNEL_FIRST_FD on.
 STDIN_FD, LOG_FD, RESULT_FD, WARM_FD = 0, 1, 3, 4
 PASSED_FDS = 4
@@ -129,7 +129,7 @@ def serve(control: socket.socket) -> None:
 
 def main() -> int:
     control = socket.socket(fileno=int(sys.argv[sys.argv.index("--control-fd") + 1]))
-    # What a checker imports before it is warm (judge_worker.__main__), imported once here for every fork.
+    # What a checker imports before it is warm (checker.__main__), imported once here for every fork.
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     import torch
 

@@ -1,4 +1,4 @@
-"""Entry point of the checker process: `python -m mkb_ray.judge_worker [--device cpu|cuda]`.
+"""Entry point of the checker process: `python -m mkb_ray.checker [--device cpu|cuda]`.
 
 Warm start: the checker imports torch and the pipeline and starts its sandboxed kernel process (which imports
 torch and the DSLs named by `--dsls`, default both) *before* it is given work, so a pool of spares

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from . import bwrap
+
 NOBODY = 65534
 SANDBOX_ROOT = "/judge"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -55,14 +57,6 @@ def bwrap_path() -> str:
     return path
 
 
-def _system_dirs() -> list[str]:
-    dirs = ["/usr", "/etc"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt"):
-        if os.path.isdir(top) and not os.path.islink(top):
-            dirs.append(top)
-    return dirs
-
-
 def _python_dirs() -> list[str]:
     """The interpreter's installation and every import path of ours except the repository itself."""
     dirs = [sys.prefix, os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)]
@@ -72,26 +66,12 @@ def _python_dirs() -> list[str]:
     return dirs
 
 
-def _under(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
-
-
 def _outermost(paths: list[str]) -> list[str]:
     kept: list[str] = []
     for path in sorted(dict.fromkeys(p for p in paths if os.path.exists(p)), key=len):
-        if not _under(path, kept):
+        if not bwrap.under(path, kept):
             kept.append(path)
     return kept
-
-
-def _parents(paths: list[str]) -> list[str]:
-    found: set[str] = set()
-    for path in paths:
-        parent = os.path.dirname(path.rstrip("/"))
-        while parent not in ("/", "") and not _under(parent, paths):
-            found.add(parent)
-            parent = os.path.dirname(parent)
-    return sorted(found, key=lambda p: (p.count("/"), p))
 
 
 def runner_uid(on_gpu: bool) -> Optional[int]:
@@ -104,21 +84,13 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
     """The command line that starts a kernel process with `staging/{input,exchange,scratch}` as its world.
     A kernel-process template (`entry` its module and arguments) also sees `kids`, the parent of its forks'
     directories, at `/judge/kids` (each fork covers it again before its candidate runs)."""
-    argv = [bwrap_path(), "--dev", "/dev", "--proc", "/proc", "--perms", "01777", "--tmpfs", "/tmp",
-            "--perms", "01777", "--tmpfs", "/dev/shm"]
-    read_only = _outermost(_system_dirs() + _python_dirs())
+    read_only = _outermost(bwrap.system_dirs(extra_tops=("/opt",)) + _python_dirs())
     code = str(REPO_ROOT / "mkb_ray")
-    if not _under(code, read_only):
+    if not bwrap.under(code, read_only):
         read_only.append(code)
-    # Mount points bubblewrap creates get the host directory's mode; a 0700 /root (pyenv) or checkout would
-    # hide the interpreter from `nobody`.
-    for parent in _parents(read_only + list(writable)) + [SANDBOX_ROOT]:
-        argv += ["--perms", "0755", "--dir", parent]
-    for path in read_only:
-        argv += ["--ro-bind", path, path]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
+    # A 0700 /root (pyenv) or checkout would hide the interpreter from `nobody`: base_argv makes the mount
+    # points 0755.
+    argv = bwrap.base_argv(bwrap_path(), read_only, later_mounts=writable, made_dirs=[SANDBOX_ROOT])
     argv += ["--ro-bind", str(staging / "input"), f"{SANDBOX_ROOT}/input",
              "--bind", str(staging / "exchange"), f"{SANDBOX_ROOT}/exchange",
              "--bind", str(staging / "scratch"), f"{SANDBOX_ROOT}/scratch"]
@@ -138,8 +110,7 @@ def build_argv(staging: Path, on_gpu: bool, limits: SandboxLimits, writable: tup
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable("running as root needs setpriv (util-linux) to drop the kernel's privileges")
-        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", setpriv, f"--reuid={uid}",
-                 f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+        argv += bwrap.drop_to_uid(setpriv, uid)
     elif os.geteuid() == 0:
         argv += ["--cap-drop", "ALL", "--"]
     else:

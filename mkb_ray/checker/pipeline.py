@@ -456,7 +456,7 @@ def _judge(request: JudgeRequest, process: KernelProcess, lock: DeviceLock, spar
         violations = [] if request.options.skip_static_checks else check_source(source, request.dsl)
         log.check("static", not violations, "; ".join(v.describe() for v in violations) or "source rules hold")
         judge = Judge(request, log, process, lock, spare)
-        # The checker waited for the kernel process's start before taking this request (judge_worker/__main__);
+        # The checker waited for the kernel process's start before taking this request (checker/__main__);
         # this returns at once, or raises the start's failure as the verdict's reason.
         process.wait_ready(READY_TIMEOUT_S)
         fields.update(problem_hash=judge.problem.problem_hash, device_name=_device_name(judge.on_gpu),
