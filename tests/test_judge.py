@@ -6,6 +6,7 @@ import pytest
 
 from mkb_ray.judge import judge_kernel
 from mkb_ray.checker.pipeline import TIMING_AUDITS
+from mkb_ray.checker.profiled_twins import TWIN_YARDSTICK
 from mkb_ray.checker.work_share import PROFILED_CALLS_BEFORE_TIMING
 from mkb_ray.judge import JudgeLimits
 
@@ -36,8 +37,10 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     assert split["calls"] >= 1 + 4 + 2 + 7 and 0.0 < split["dsl_wall_share_median"] <= 1.0
     names = [c.name for c in verdict.checks]
     # 5 draws + 2 outlier draws + the knockout's probe draw + the profiled draw, and a probe and a profiled draw
-    # for each audit between timed draws
-    assert names.count("correctness") == 9 + 2 * TIMING_AUDITS
+    # for each audit between timed draws; each profiled draw also has its unprofiled twin, checked too
+    assert names.count("correctness") == 9 + 2 * TIMING_AUDITS + (1 + TIMING_AUDITS)
+    twins = verdict.work_evidence["profiled_twins"]
+    assert len(twins["pairs_us"]) == 1 + TIMING_AUDITS and twins["best_ratio"] >= TWIN_YARDSTICK
     assert {"static", "knockout", "dsl_output", "decoration", "post_timing"} <= set(names)
     assert all(c.passed for c in verdict.checks)
     assert verdict.dsl_share is not None and verdict.dsl_share >= 0.5

@@ -1,5 +1,9 @@
-"""The decoration rule (checker/work_share.py): the median of a judgement's profiled calls' shares decides,
-and the kernel process's records are read as numbers, never trusted for their own share."""
+"""The decoration rule (checker/work_share.py): the median of a judgement's profiled calls' shares decides, and
+the kernel process's records are read as numbers, never trusted for their own share; and each profiled call's
+unprofiled twin (checker/profiled_twins.py)."""
+import pytest
+
+from mkb_ray.checker.profiled_twins import TWIN_FLOOR_US, TWIN_YARDSTICK, ProfiledTwins
 from mkb_ray.checker.work_share import MIN_DSL_SHARE, PooledWork
 
 
@@ -114,3 +118,30 @@ def test_foreign_kernels_doing_the_references_work_fail_whatever_the_dsl_share()
     honest.add({"source": "cupti_kernels", "dsl_us": 60.0, "torch_compute_us": 0.0, "unnamed_us": 0.0})
     assert honest.foreign_check(eager_device_ms=0.001)[0]
     assert honest.median_foreign_us == 0.0
+
+
+def _wall(dsl_us: float) -> dict:
+    return {"wall": {"dsl_us": dsl_us, "torch_compute_us": 5.0}}
+
+
+def test_a_dsl_that_works_only_when_profiled_fails_its_twins_and_one_stalled_pair_does_not_decide():
+    """Numbers as measured on this CPU (benchmarks/results/2026-12-05-cpu-profiled-twins.txt): the hack that runs the
+    DSL kernel only while profiled read 9/210 µs; an honest kernel ~1, one loaded pair 0.46."""
+    hack = ProfiledTwins()
+    for twin, profiled in ((9.0, 210.0), (10.0, 230.0), (8.0, 190.0)):
+        hack.add(_wall(twin), _wall(profiled))
+    passed, detail = hack.check()
+    assert not passed and "4%" in detail and "9/210 µs" in detail
+
+    honest = ProfiledTwins()
+    honest.add(_wall(27.7), _wall(59.5))   # the profiled call stalled: 0.47
+    honest.add(_wall(3.0), _wall(60.0))    # a twin stalled the other way round would still read low: 0.05
+    honest.add(_wall(26.6), _wall(26.5))   # one clean pair is enough
+    assert honest.check()[0] and honest.as_evidence()["best_ratio"] == pytest.approx(26.6 / 26.5)
+
+    tiny = ProfiledTwins()
+    tiny.add(_wall(0.5), _wall(TWIN_FLOOR_US - 1))   # under the floor: says nothing
+    tiny.add({"wall": "forged"}, _wall(100.0))        # a record that is not one: no pair
+    assert tiny.check() is None and len(tiny.pairs) == 1
+    assert ProfiledTwins().check() is None
+    assert TWIN_YARDSTICK == 0.25

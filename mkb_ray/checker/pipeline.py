@@ -29,6 +29,7 @@ from .session import READY_TIMEOUT_S, KernelSession, bank_bytes, copy_into
 from .static_checks import check_source
 from .timing import (TIMING_RESOLUTION, WALL_BOUND_RATIO, RoundTripTimer, TimedSeries, draws_per_trip, time_draws,
                      timing_resolved)
+from .profiled_twins import ProfiledTwins
 from .work_share import (EAGER_ELEMENTS_YARDSTICK, EAGER_YARDSTICK, PROFILED_CALLS_BEFORE_TIMING, TIME_FIELDS,
                          PooledWork, WallSplits, microseconds)
 
@@ -82,6 +83,7 @@ class Judge:
         self.dsl_outputs_only = True
         self.work = PooledWork()  # every profiled call's record of what ran, pooled (work_share)
         self.wall_splits = WallSplits()  # every executed call's wall time: inside the DSL's launches vs the rest
+        self.twins = ProfiledTwins()  # each profiled call's DSL time beside its unprofiled twin's (same draw)
         self.per_trip = 1  # timed draws per round trip, fixed when the session starts (timing.draws_per_trip)
         self.final_compiles: Optional[dict[str, Any]] = None  # the kernel process's compile account, taken before
         # it is ended for the baselines (timing)
@@ -180,7 +182,13 @@ class Judge:
         for attempt in range(calls):
             inputs = self.draw(seed + attempt)
             expected = self.expected(inputs)
+            # Its unprofiled twin first, on the same draw: the kernel cannot know that this draw is profiled next.
+            twin, twin_reply = self.call(inputs)
+            outcome = compare(twin, expected, self.problem.tolerance)
+            self.log.check("correctness", outcome.passed,
+                           f"unprofiled twin of profiled draw seed={seed + attempt}{when}: {outcome.detail}")
             produced, reply = self.call(inputs, profile=True)
+            self.twins.add(twin_reply, reply)
             outcome = compare(produced, expected, self.problem.tolerance)
             self.log.check("correctness", outcome.passed,
                            f"profiled draw seed={seed + attempt}{when}: {outcome.detail}")
@@ -228,6 +236,8 @@ class Judge:
         which a kernel cannot inflate. GPU: time in kernels no DSL compile produced against `eager_device_ms`, the
         eager reference's device time per call (`PooledWork.foreign_check`). CPU target: the kernel's eager part
         against the reference's own cost per call, measured here (`reference_per_call`):
+        - a rule: the DSL's launches in each profiled call's unprofiled twin, on the same draw, against the profiled
+          call's (`profiled_twins`: a kernel that can tell profiled calls apart keeps the DSL's work for them);
         - a rule: eager compute in the median profiled call against the reference's compute (EAGER_YARDSTICK);
         - evidence: the time outside the DSL's launches in the median unprofiled call against the reference's whole
           call. It would see compute the profiler cannot attribute and work done only where nothing profiles, but
@@ -245,6 +255,12 @@ class Judge:
                 self.log.check("decoration", passed, detail if passed else
                                f"code outside the DSL did the reference's work: {detail}")
             return
+        # Every profiled call's twin so far, the audits' among them: the best pair decides (profiled_twins).
+        twins = self.twins.check()
+        if twins is not None:
+            passed, detail = twins
+            self.log.check("decoration", passed, detail if passed else f"the DSL's work is there only when "
+                           f"profiled: {detail}")
         reference = self.reference_per_call()
         if reference.compute_us and reference.compute_elements:
             eager, elements = self.work.median_compute_us, self.work.median_compute_elements
@@ -528,6 +544,8 @@ def _finish(fields: dict[str, Any], log: CheckLog, judge: Optional[Judge], start
             fields["dsl_share"] = fields["work_evidence"]["dsl_share"]
         if judge.wall_splits.dsl_us:
             fields.setdefault("work_evidence", {})["wall_split"] = judge.wall_splits.as_evidence()
+        if judge.twins.pairs:
+            fields.setdefault("work_evidence", {})["profiled_twins"] = judge.twins.as_evidence()
         if fields.get("tier") != "compile_only" and judge.session is not None:
             try:  # taken before the kernel process ended, when the judgement reached timing
                 info = (judge.final_compiles if judge.final_compiles is not None
