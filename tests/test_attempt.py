@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from mkb_ray.actors.evaluator import EvaluatorActor, make_evaluator
 from mkb_ray.agents.evaluator_port import RayEvaluatorPort, as_evaluator_port
 from mkb_ray.agents.skill import template_hash
-from mkb_ray.agents.attempt import build_task_statement, load_record, run_attempt
+from mkb_ray.agents.run_attempt import build_task_statement, load_record, run_attempt
 from mkb_ray.cli.attempt import AttemptUsageError, add_arguments as add_attempt_arguments, parse_budget_overrides
 from mkb_ray.cli.attempt import run as attempt_from_args
 from mkb_ray.judge import JudgeOptions

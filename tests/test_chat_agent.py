@@ -16,7 +16,7 @@ from mkb_ray.actors.evaluator import EvaluatorActor
 from mkb_ray.agents.budget import Budget
 from mkb_ray.agents.chat import fenced_blocks, pick_kernel, pick_skill
 from mkb_ray.agents.context import AttemptStopped, fit_messages
-from mkb_ray.agents.attempt import run_attempt
+from mkb_ray.agents.run_attempt import run_attempt
 from mkb_ray.judge import JudgeOptions
 from mkb_ray.llm import LLMClient, ScriptedReply
 from mkb_ray.records import AttemptConfig, BudgetSpec, CheckResult, LLMUsage, Verdict

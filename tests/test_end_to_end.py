@@ -14,7 +14,7 @@ from typing import Optional
 import pytest
 
 from mkb_ray.actors.evaluator import EvaluatorActor
-from mkb_ray.agents.attempt import load_record, run_attempt
+from mkb_ray.agents.run_attempt import load_record, run_attempt
 from mkb_ray.agents.skill_schema import skill_from_reply
 from mkb_ray.agents.workspace import WorkspaceAgent
 from mkb_ray.cli.attempt import attempt_main

@@ -188,7 +188,7 @@ OFFLINE_IMPORT = textwrap.dedent("""
         lookups.append(host)
         raise OSError(f"no network in this test ({host})")
     socket.getaddrinfo = refuse
-    import mkb_ray.llm, mkb_ray.agents.attempt, mkb_ray.cli.attempt
+    import mkb_ray.llm, mkb_ray.agents.run_attempt, mkb_ray.cli.attempt
     assert "litellm" not in sys.modules, "litellm imported eagerly"
     from mkb_ray.llm.client import _litellm
     environ = dict(os.environ)

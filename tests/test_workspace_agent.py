@@ -18,7 +18,7 @@ from mkb_ray.agents.sandbox import default_policy, prepare_workspace, run_sandbo
 from mkb_ray.agents.tools import (FinishArgs, ShellArgs, SubmitArgs, ToolCallProblem, WriteFileArgs,
                                   compact_arguments, parse_tool_call)
 from mkb_ray.agents.workspace import DOCS_DIR
-from mkb_ray.agents.attempt import run_attempt
+from mkb_ray.agents.run_attempt import run_attempt
 from mkb_ray.judge import JudgeOptions
 from mkb_ray.llm import LLMClient, ScriptedReply, ToolCall
 from mkb_ray.records import AttemptConfig, BudgetSpec

@@ -13,7 +13,7 @@ from mkb_ray.analysis.cells import Attempt, CellReplicate
 from mkb_ray.analysis.paired import outcome, paired_table
 from mkb_ray.records import Trial
 from mkb_ray.synthetic import synthetic_outcome
-from mkb_ray.synthetic.attempt import problem_effect, shift_tiers, tier_probabilities
+from mkb_ray.synthetic.outcome_draw import problem_effect, shift_tiers, tier_probabilities
 from mkb_ray.synthetic.spec import ModelEffect, PerModel, SyntheticSpec, TierOverrides, TierProbs
 from mkb_ray.synthetic.worlds import DrawnCell, World, draw_world, null_spec, problem_names
 

@@ -1,4 +1,4 @@
-"""Agents: one attempt end to end (`attempt.run_attempt`), the chat agent and the workspace agent, with what they
+"""Agents: one attempt end to end (`run_attempt.run_attempt`), the chat agent and the workspace agent, with what they
 share (budget, evaluator port, templates, the attempt context). Pure asyncio and Ray-free. Public names load
 lazily, so importing one agent does not import the others (the workspace agent's sandbox, litellm)."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ _EXPORTS = {
     "AgentOutcome": "context", "AttemptContext": "context", "AttemptStopped": "context",
     "SubmissionOutcome": "context", "TaskStatement": "context", "Budget": "budget", "ChatAgent": "chat",
     "EvaluatorPort": "evaluator_port", "RayEvaluatorPort": "evaluator_port", "as_evaluator_port": "evaluator_port",
-    "template_hash": "skill", "run_attempt": "attempt", "load_record": "attempt",
+    "template_hash": "skill", "run_attempt": "run_attempt", "load_record": "run_attempt",
 }
 
 

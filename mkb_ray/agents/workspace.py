@@ -37,7 +37,7 @@ DOCS_DIR = Path(__file__).resolve().parent / "docs"
 MAX_CALLS_PER_REPLY = 8
 # Turns the model keeps after its last judged submission, to leave kernel.py and SKILL.md in order.
 GRACE_TURNS = 3
-# How the protocol names each DSL's docs (the task statement's own heading uses mkb_ray.agents.attempt.DSL_NAMES).
+# How the protocol names each DSL's docs (the task statement's own heading uses mkb_ray.agents.run_attempt.DSL_NAMES).
 DSL_DOC_NAMES = {"tirx": "TIRx", "cutedsl": "CuTe DSL"}
 # Host-side read cap for kernel.py. Up to it, an oversized kernel is refused with its exact size; beyond it the
 # file is not read whole (and the refusal reports the cap).
@@ -320,5 +320,5 @@ class WorkspaceAgent:
 
 
 def make_workspace_agent(ctx: AttemptContext) -> WorkspaceAgent:
-    """The factory `mkb_ray.agents.attempt.run_attempt` uses for agent 'workspace'."""
+    """The factory `mkb_ray.agents.run_attempt.run_attempt` uses for agent 'workspace'."""
     return WorkspaceAgent(ctx)

@@ -5,7 +5,7 @@ model endpoint, the evaluator actor handle) and returns a `TrialOutcome` carryin
 bytes: the driver, the store's only writer, needs no shared filesystem. On a cluster run (`shared_run_dir` set) the
 task instead writes its artifacts and its outcome into the run's shared directory before it returns (spool.py), so
 that a finished attempt survives the driver and a large workspace never travels through it. Real trials run
-`mkb_ray.agents.attempt` (the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` —
+`mkb_ray.agents.run_attempt` (the agent loop); synthetic trials draw their outcome from `mkb_ray.synthetic` —
 optionally with the synthetic agent's final kernel (the problem's shipped solution) judged for real, to exercise
 evaluators under faults.
 """
@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 from ..records import Trial, TrialOutcome
 
-# Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.agents.attempt).
+# Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.agents.run_attempt).
 _SKIP_SUFFIXES = (".tmp",)
 
 
@@ -64,7 +64,7 @@ def outcome_from_attempt(trial: Trial, out_dir: Path) -> TrialOutcome:
 async def run_real_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any,
                          api_base: Optional[str], evaluator: Any) -> TrialOutcome:
     """One real attempt: the roster model `spec` (served at `api_base`, or its provider API) and the evaluator."""
-    from ..agents.attempt import run_attempt
+    from ..agents.run_attempt import run_attempt
     from ..llm.client import LLMClient
     from ..records import AttemptConfig, BudgetSpec
 

@@ -112,7 +112,7 @@ async def _run(config: Any, spec: Any, device: str, api_base: Optional[str], pro
     import ray
 
     from ..actors.evaluator import make_evaluator
-    from ..agents.attempt import run_attempt
+    from ..agents.run_attempt import run_attempt
     from ..llm.client import LLMClient
 
     started_ray = _init_ray()

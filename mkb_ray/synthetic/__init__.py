@@ -8,8 +8,8 @@ enrichment, reverse coupling) from the spec alone, for checking an analysis agai
 """
 from __future__ import annotations
 
-from .attempt import synthetic_outcome, tier_probabilities
 from .claims import ClaimContext, SyntheticClaim, evolve, fresh_claims
+from .outcome_draw import synthetic_outcome, tier_probabilities
 from .skill_md import parse_skill, render_skill, strip_ground_truth
 from .spec import SyntheticSpec
 

@@ -39,7 +39,7 @@ from typing import Literal, Mapping, Optional, Sequence
 
 import numpy as np
 
-from .attempt import tier_probabilities
+from .outcome_draw import tier_probabilities
 from .claims import _cover, draw_idea, poisson
 from .spec import CategoryWeights, SyntheticSpec, TierName, TierProbs, spec_taxonomy
 

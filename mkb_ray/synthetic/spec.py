@@ -353,7 +353,7 @@ class SyntheticSpec(_Spec):
     #         - closure_harm_per_claim * k, clamped to [-1, 1], where u is the share of the source SKILL.md's claims
     # in the taxonomy's closure_category (unsupported_closure in mkb-11) and k their number: the closures the skill
     # attempt inherits. delta > 0 moves that fraction of the fail probability to pass/pass2x (in their proportion);
-    # delta < 0 moves |delta| of the pass probability to fail. `tier_probabilities()` (attempt.py) computes it, so
+    # delta < 0 moves |delta| of the pass probability to fail. `tier_probabilities()` (outcome_draw.py) computes it, so
     # analyses can recover the coupling (`planted.py` derives the paired rates it implies). `per_model` overrides
     # these knobs and the tier table for named models.
     skill_help_shift: float = Field(0.05, ge=-1, le=1, description="baseline effect of having a source SKILL.md "

@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, TypeVar
 
-from .attempt import _eager_ms, problem_effect, tier_probabilities
+from .outcome_draw import _eager_ms, problem_effect, tier_probabilities
 from .planted import DIRECTIONS, claim_counts
 from .spec import ModelEffect, PerModel, SyntheticSpec, TierName, TierOverrides, TierProbs, spec_taxonomy
 
