@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from mkb_ray.checker.correctness import clone_inputs, compare, expected_outputs, produced_outputs  # noqa: E402
-from mkb_ray.checker.problem_loader import LoadedProblem, load_problem  # noqa: E402
+from mkb_ray.checker.problem_loader import load_problem  # noqa: E402
 from mkb_ray.checker.sandbox import SandboxLimits  # noqa: E402
 
 # Seeds far from the judge's own (request seeds are small integers plus fixed offsets) so the draws are fresh.
@@ -57,15 +57,6 @@ def _solution(problem_id: str, variant: str) -> ModuleType:
     return module
 
 
-def _draw(problem: LoadedProblem, seed: int, outlier: bool) -> list:
-    torch.manual_seed(seed)  # as the judge draws (pipeline.Judge.draw)
-    inputs = list(problem.make_inputs())
-    if outlier:
-        for index in problem.outlier_inputs:
-            inputs[index] = inputs[index] * problem.outlier_scale
-    return inputs
-
-
 def measure(problem_id: str, variant: str, draws: int) -> Headroom:
     family, name = problem_id.split("/")
     problem = load_problem(REPO / "problems" / family / f"{name}.py", problem_id, "smoke")
@@ -73,7 +64,7 @@ def measure(problem_id: str, variant: str, draws: int) -> Headroom:
     ratios: list[tuple[float, str]] = []
     for index in range(draws):
         for outlier in (False, True):
-            inputs = _draw(problem, FIRST_SEED + index, outlier)
+            inputs = problem.draw(FIRST_SEED + index, outlier)  # as the judge draws
             expected = expected_outputs(problem.reference, inputs, problem.mutates)
             candidate_inputs = clone_inputs(inputs)
             outputs = produced_outputs(solve(*candidate_inputs), candidate_inputs, problem.mutates)

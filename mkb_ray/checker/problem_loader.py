@@ -42,6 +42,19 @@ class LoadedProblem:
     def make_inputs(self) -> Callable[[], list[Any]]:
         return self.module.make_inputs
 
+    def draw(self, seed: int, outlier: bool = False, device_type: str = "cpu") -> list[Any]:
+        """The inputs of draw `seed` (an outlier draw scales the sidecar's `outlier_inputs`): how the judge draws,
+        and how a benchmark must draw to see what the judge sees."""
+        import torch
+
+        torch.manual_seed(seed)
+        with torch.device(device_type):
+            inputs = list(self.make_inputs())
+        if outlier:
+            for index in self.outlier_inputs:
+                inputs[index] = inputs[index] * self.outlier_scale
+        return inputs
+
 
 def _import_path(path: Path, module_name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(module_name, path)

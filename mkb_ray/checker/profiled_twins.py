@@ -16,7 +16,7 @@ over profiled DSL time, must reach TWIN_YARDSTICK. The best pair, because a stal
 lowers its pair's ratio and one clean pair shows an honest kernel, while a kernel that leaves the DSL out of
 unprofiled calls fails every pair. Pairs whose profiled DSL time is under TWIN_FLOOR_US say nothing (timer
 resolution and launch overhead). On a GPU a launch returns before its device work is done, so both times are the
-host's launch time and nothing is decided (the pairs stay as evidence). What a kernel can still do: spend as long in
+host's launch time, which would decide nothing: no twin is made there. What a kernel can still do: spend as long in
 the DSL in every call as in a profiled one (spinning) and do the work eagerly besides — it then pays for both in
 every timed call.
 """

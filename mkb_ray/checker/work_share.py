@@ -166,8 +166,6 @@ class WallSplits:
     dsl_us: list[float] = field(default_factory=list)
     other_us: list[float] = field(default_factory=list)
     unprofiled_other_us: list[float] = field(default_factory=list)  # the profiler's own cost is in the others
-    profiled_dsl_us: list[float] = field(default_factory=list)  # inside the DSL's launches, profiled calls only
-    unprofiled_dsl_us: list[float] = field(default_factory=list)
     reference_wall_us: float | None = None  # the reference's whole call, timed by the checker (CPU target)
 
     def add(self, reply: Any, profiled: bool = False) -> None:
@@ -175,11 +173,8 @@ class WallSplits:
         if isinstance(record, dict):
             self.dsl_us.append(microseconds(record.get("dsl_us")))
             self.other_us.append(microseconds(record.get("torch_compute_us")))
-            if profiled:
-                self.profiled_dsl_us.append(self.dsl_us[-1])
-            else:
+            if not profiled:
                 self.unprofiled_other_us.append(self.other_us[-1])
-                self.unprofiled_dsl_us.append(self.dsl_us[-1])
 
     @property
     def median_outside_us(self) -> float | None:
@@ -196,13 +191,7 @@ class WallSplits:
                 "outside_dsl_over_reference": (self.median_outside_us / self.reference_wall_us
                                                if self.median_outside_us is not None and self.reference_wall_us
                                                else None),
-                "dsl_us_profiled_median": _median(self.profiled_dsl_us),
-                "dsl_us_unprofiled_median": _median(self.unprofiled_dsl_us),
                 "shares": [round(share, 4) for share in shares[:100]]}
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
 
 
 def foreign_us(times: dict[str, float]) -> float:
