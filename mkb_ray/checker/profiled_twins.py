@@ -2,27 +2,30 @@
 
 The decoration rule reads the profiled calls, and a kernel can tell whether a call is profiled (the profiler's
 state, the tracer's cost): with the source rules off,
-`tests/adversarial_pending/v3_profiled_call_detected_runtime.py` runs the honest DSL kernel only while profiled and
+`tests/adversarial/v3_profiled_call_detected_runtime.py` runs the honest DSL kernel only while profiled and
 eager PyTorch plus a 64-element DSL "flag" launch in every other call, and passed (CPU, mlp_norm/01: 185 µs in the
 DSL's launches per profiled call, 7 µs per unprofiled one). So before each profiled call the checker makes one
 unprofiled call on the same draw — the kernel cannot know that this draw will be profiled next — and compares the
 time the kernel process measured inside the DSL's launches in the two. An honest kernel launches the same work on
-the same inputs whether profiled or not: the 74 shipped CPU solutions' best pairs read 0.965-2.4 on an idle 2-core
-machine and 0.99-1.37 with two busy-looping processes beside them (the lowest single pair 0.46), while the hack
-above reads 0.04 (2026-12-05, benchmarks/results/2026-12-05-cpu-profiled-twins.txt).
+the same inputs whether profiled or not, while the hack above reads 0.04 (2026-12-05).
 
-The rule (CPU target, after timing, over every profiled call's twin): the best twin of the judgement, unprofiled
-over profiled DSL time, must reach TWIN_YARDSTICK. The best pair, because a stall of a profiled call on a loaded CPU
-lowers its pair's ratio and one clean pair shows an honest kernel, while a kernel that leaves the DSL out of
-unprofiled calls fails every pair. Pairs whose profiled DSL time is under TWIN_FLOOR_US say nothing (timer
-resolution and launch overhead). On a GPU a launch returns before its device work is done, so both times are the
-host's launch time, which would decide nothing: no twin is made there. Not yet reliable: two such hacks passed once
-in a full test run while failing every isolated one (cause not found; tests/adversarial_pending/README.md). What a
-kernel can still do: spend as long in the DSL in every call as in a profiled one (spinning) and do the work eagerly
-besides — it then pays for both in every timed call.
+The rule (CPU target, after timing, over every profiled call's twin, three pairs at the production protocol): the
+median pair of the judgement, unprofiled over profiled DSL time, must reach TWIN_YARDSTICK. The median, because a
+stall on a loaded CPU moves one pair either way: a stalled profiled call lowers its pair (an honest single pair read
+0.24 idle and 0.46 loaded), and a stalled twin raises its pair. While the best pair decided (until 2026-12-05), one
+stalled twin was enough to pass a kernel that leaves the DSL out of every unprofiled call: the likely cause of two
+such hacks passing once in a full test run on the 2-core machine while failing every isolated judgement (judged
+beside two busy loops, one of them had a twin read 0.53: 102.7 µs against 194.5, its other pairs 0.04). With the
+median a kernel needs most of its twins stalled. The 74 shipped CPU solutions' median pairs: 0.745 or more idle,
+0.895 or more for the 9 lowest with two busy loops beside them (from the pairs in benchmarks/results/2026-12-05-cpu-
+profiled-twins.txt). Pairs whose profiled DSL time is under TWIN_FLOOR_US say nothing (timer resolution and launch
+overhead). On a GPU a launch returns before its device work is done, so both times are the host's launch time, which
+would decide nothing: no twin is made there. What a kernel can still do: spend as long in the DSL in every call as
+in a profiled one (spinning) and do the work eagerly besides — it then pays for both in every timed call.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -57,12 +60,12 @@ class ProfiledTwins:
         ratios = self.ratios
         if not ratios:
             return None
-        best = max(ratios)
+        median = statistics.median(ratios)
         shown = ", ".join(f"{twin:.0f}/{profiled:.0f} µs" for twin, profiled in self.pairs)
-        detail = (f"the DSL's launches ran {best:.0%} as long in the best unprofiled twin of a profiled call as in "
-                  f"the profiled call on the same draw (the bar: {TWIN_YARDSTICK:.0%}; twin/profiled: {shown})")
-        return best >= TWIN_YARDSTICK, detail
+        detail = (f"the DSL's launches ran {median:.0%} as long in the median unprofiled twin of a profiled call as "
+                  f"in the profiled call on the same draw (the bar: {TWIN_YARDSTICK:.0%}; twin/profiled: {shown})")
+        return median >= TWIN_YARDSTICK, detail
 
     def as_evidence(self) -> dict[str, Any]:
         return {"pairs_us": [[round(twin, 1), round(profiled, 1)] for twin, profiled in self.pairs],
-                "best_ratio": max(self.ratios, default=None)}
+                "median_ratio": statistics.median(self.ratios) if self.ratios else None}
