@@ -40,9 +40,13 @@ def warm_up() -> None:
     if on_gpu:
         torch.cuda.init()
         if "tvm" in sys.modules:  # NVRTC's first use in this process, paid before a candidate is known
+            from .nvrtc_headers import install_header_cache
             from .warm_compile import warm_tirx_cuda_compile
 
-            warm_tirx_cuda_compile()
+            if not install_header_cache():
+                print("kernel process: NVRTC's precompiled header not set up (no cuda.bindings or TVM callback)",
+                      file=sys.stderr)
+            warm_tirx_cuda_compile()  # also makes the precompiled header the candidate's compile reuses
     if os.environ.get("MKB_RUNNER_PROFILER_WARMUP", "1") == "1":
         # One throw-away profile: the profiler's lazy imports (~900 modules, 0.8 s) rebind torch functions
         # (torch.manual_seed) the first time, which the identity guard would otherwise blame on the candidate.
