@@ -78,6 +78,15 @@ def test_the_sandbox_env_names_the_dsl_modules_and_a_baseline_imports_none():
     assert sandbox_env(False, limits, profiled=False)["MKB_RUNNER_PROFILER_WARMUP"] == "0"  # compile-only
 
 
+def test_nvrtcs_precompiled_header_is_on_unless_the_judges_environment_turns_it_off(monkeypatch):
+    from mkb_ray.checker.sandbox import SandboxLimits, sandbox_env
+
+    monkeypatch.delenv("MKB_NVRTC_PCH", raising=False)
+    assert sandbox_env(True, SandboxLimits())["MKB_RUNNER_NVRTC_PCH"] == "1"
+    monkeypatch.setenv("MKB_NVRTC_PCH", "0")
+    assert sandbox_env(True, SandboxLimits())["MKB_RUNNER_NVRTC_PCH"] == "0"
+
+
 def test_importing_the_other_dsl_after_the_guard_is_set_trips_nothing():
     """Why a one-DSL kernel process is safe: a candidate that imports the other DSL itself changes no function the
     identity guard watches (else an honest kernel would be blamed for the import)."""

@@ -148,6 +148,9 @@ def sandbox_env(on_gpu: bool, limits: SandboxLimits, role: str = "kernel",
         "MKB_RUNNER_RLIMITS": json.dumps(rlimits), "MKB_RUNNER_DEVICE": "cuda" if on_gpu else "cpu",
         "MKB_RUNNER_PROFILER_WARMUP": "1" if role == "kernel" and profiled else "0",
         "MKB_RUNNER_IMPORT_DSLS": ",".join(DSL_MODULES[d] for d in dsls) if role == "kernel" else "",
+        # NVRTC's precompiled header for TIRx compiles on a GPU (kernel_runner/nvrtc_headers.py); MKB_NVRTC_PCH=0 in
+        # the judge's environment turns it off, to measure the evaluation wall with and without it side by side.
+        "MKB_RUNNER_NVRTC_PCH": "0" if os.environ.get("MKB_NVRTC_PCH") == "0" else "1",
     }
     for name in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
         if name in os.environ:

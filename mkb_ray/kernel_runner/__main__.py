@@ -43,7 +43,7 @@ def warm_up() -> None:
             from .nvrtc_headers import install_header_cache
             from .warm_compile import warm_tirx_cuda_compile
 
-            if not install_header_cache():
+            if os.environ.get("MKB_RUNNER_NVRTC_PCH", "1") == "1" and not install_header_cache():
                 print("kernel process: NVRTC's precompiled header not set up (no cuda.bindings or TVM callback)",
                       file=sys.stderr)
             warm_tirx_cuda_compile()  # also makes the precompiled header the candidate's compile reuses
