@@ -33,8 +33,10 @@ import torch  # noqa: E402
 
 from mkb_ray.checker.problem_loader import load_problem  # noqa: E402
 from mkb_ray.kernel_runner.nvrtc_headers import NvrtcHeaderCache, same_ptx  # noqa: E402
+from mkb_ray.problems import Problem, load_problems  # noqa: E402
 
 ARCH = "sm_90a"
+VARIANT = "tirx"  # the GPU solution, whose CUDA source a GPU kernel process compiles
 WARM_SOURCE = '#include <cuda/std/type_traits>\nextern "C" __global__ void warm(float* x) { x[0] = 1.0f; }\n'
 
 
@@ -42,14 +44,13 @@ class _SourceTaken(Exception):
     """Raised from the wrapped tvm.compile once the CUDA source is in hand: the solution need not run on."""
 
 
-def cuda_sources(problem_id: str) -> list[str]:
-    """The CUDA source of the first TIRx compile for CUDA the solution makes at production shapes."""
+def cuda_sources(entry: Problem) -> list[str]:
+    """The CUDA source of the first TIRx compile for CUDA the problem's TIRx solution makes at production shapes."""
     import tvm
 
-    family, name = problem_id.split("/")
-    problem = load_problem(REPO / "problems" / family / f"{name}.py", problem_id, "production")
-    path = REPO / "problems" / family / "solutions" / f"{name}.tirx.py"
-    spec = importlib.util.spec_from_file_location(f"solution_{family}_{name}", path)
+    problem = load_problem(entry.path, entry.problem_id, "production")
+    path = entry.solutions[VARIANT]
+    spec = importlib.util.spec_from_file_location(f"solution_{entry.problem_id.replace('/', '_')}", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{path}: cannot be imported")
     taken: list[str] = []
@@ -69,7 +70,7 @@ def cuda_sources(problem_id: str) -> list[str]:
         pass
     except Exception as err:  # noqa: BLE001 - a solution that needs the GPU before compiling is reported, not fatal
         if not taken:
-            print(f"{problem_id}: no CUDA source taken ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
+            print(f"{entry.problem_id}: no CUDA source taken ({type(err).__name__}: {str(err)[:120]})", file=sys.stderr)
     finally:
         tvm.compile = real_compile
     return taken
@@ -85,10 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     from tvm.support import nvcc
 
     cache = NvrtcHeaderCache(nvrtc)
-    ways = {"tvm": lambda *a: nvcc._compile_cuda_nvrtc(*a),
-            "cached": lambda *a: cache.run(nvcc._compile_cuda_nvrtc, *a)}
-    ids = args.problem or sorted(f"{p.parent.parent.name}/{p.name.removesuffix('.tirx.py')}"
-                                 for p in (REPO / "problems").glob("*/solutions/*.tirx.py"))
+    ways = {"tvm": nvcc._compile_cuda_nvrtc, "cached": lambda *a: cache.run(nvcc._compile_cuda_nvrtc, *a)}
+    problems = load_problems()
+    ids = args.problem or sorted(p.problem_id for p in problems.problems if VARIANT in p.solutions)
     torch.manual_seed(0)
     for way in ways.values():  # NVRTC's first use; the precompiled header made, as a kernel process's warm-up does
         way(WARM_SOURCE, "cubin", ARCH)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     saved, same, rows = [], 0, 0
     for problem_id in ids:
-        for source in cuda_sources(problem_id):
+        for source in cuda_sources(problems.get(problem_id)):
             times: dict[str, list[float]] = {name: [] for name in ways}
             for _ in range(args.rounds):
                 for name, way in ways.items():

@@ -42,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy", type=int, default=0, help="busy-looping processes beside the judge (default 0)")
     args = parser.parse_args(argv)
     problems = load_problems()
-    ids = args.problem or sorted(f"{p.parent.parent.name}/{p.name.removesuffix(f'.{VARIANT}.py')}"
-                                 for p in (REPO / "problems").glob(f"*/solutions/*.{VARIANT}.py"))
+    ids = args.problem or sorted(p.problem_id for p in problems.problems if VARIANT in p.solutions)
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.busy)]
     for spinner in spinners:
         spinner.start()
@@ -55,10 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     medians, failed = [], []
     try:
         for problem_id in ids:
-            family, name = problem_id.split("/")
-            kernel = REPO / "problems" / family / "solutions" / f"{name}.{VARIANT}.py"
+            problem = problems.get(problem_id)
             started = time.perf_counter()
-            verdict = judge_kernel(problems.get(problem_id), kernel, "tirx", "cpu")
+            verdict = judge_kernel(problem, problem.solutions[VARIANT], "tirx", "cpu")
             twins = (verdict.work_evidence or {}).get("profiled_twins") or {}
             pairs = twins.get("pairs_us") or []
             ratios = [twin / profiled for twin, profiled in pairs if profiled >= TWIN_FLOOR_US]
