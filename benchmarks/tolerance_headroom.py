@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from mkb_ray.checker.correctness import clone_inputs, compare, expected_outputs, produced_outputs  # noqa: E402
 from mkb_ray.checker.problem_loader import load_problem  # noqa: E402
 from mkb_ray.checker.sandbox import SandboxLimits  # noqa: E402
+from mkb_ray.problems import Problem, load_problems  # noqa: E402
 
 # Seeds far from the judge's own (request seeds are small integers plus fixed offsets) so the draws are fresh.
 FIRST_SEED = 1_000_003
@@ -46,10 +47,8 @@ class Headroom:
     worst_detail: str
 
 
-def _solution(problem_id: str, variant: str) -> ModuleType:
-    family, name = problem_id.split("/")
-    path = REPO / "problems" / family / "solutions" / f"{name}.{variant}.py"
-    spec = importlib.util.spec_from_file_location(f"solution_{family}_{name}", path)
+def _solution(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"solution_{path.parent.parent.name}_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"{path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
@@ -57,10 +56,9 @@ def _solution(problem_id: str, variant: str) -> ModuleType:
     return module
 
 
-def measure(problem_id: str, variant: str, draws: int) -> Headroom:
-    family, name = problem_id.split("/")
-    problem = load_problem(REPO / "problems" / family / f"{name}.py", problem_id, "smoke")
-    solve = _solution(problem_id, variant).solve
+def measure(entry: Problem, variant: str, draws: int) -> Headroom:
+    problem = load_problem(entry.path, entry.problem_id, "smoke")
+    solve = _solution(entry.solutions[variant]).solve
     ratios: list[tuple[float, str]] = []
     for index in range(draws):
         for outlier in (False, True):
@@ -75,12 +73,7 @@ def measure(problem_id: str, variant: str, draws: int) -> Headroom:
             label = f"seed {FIRST_SEED + index}{' outlier' if outlier else ''}: {check.detail}"
             ratios.append((ratio, label))
     worst = max(ratios, key=lambda item: item[0])
-    return Headroom(problem_id, worst[0], statistics.median(r for r, _ in ratios), len(ratios), worst[1])
-
-
-def _problem_ids(variant: str) -> list[str]:
-    return sorted(f"{path.parent.parent.name}/{path.name.removesuffix(f'.{variant}.py')}"
-                  for path in (REPO / "problems").glob(f"*/solutions/*.{variant}.py"))
+    return Headroom(entry.problem_id, worst[0], statistics.median(r for r, _ in ratios), len(ratios), worst[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--draws", type=int, default=100, help="normal draws per problem (as many outlier draws)")
     args = parser.parse_args(argv)
     torch.set_num_threads(SandboxLimits().threads)
-    ids = args.problem or _problem_ids(args.variant)
+    problems = load_problems()
+    ids = args.problem or sorted(p.problem_id for p in problems.problems if args.variant in p.solutions)
     print(f"# tolerance headroom: worst and median max|out-anchor| / bound over {args.draws} normal + "
           f"{args.draws} outlier draws, smoke shapes, {torch.get_num_threads()} torch threads, {args.variant}")
     print("| problem | worst | median | draws | worst draw |")
@@ -99,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     near = []
     for problem_id in ids:
         started = time.perf_counter()
-        row = measure(problem_id, args.variant, args.draws)
+        row = measure(problems.get(problem_id), args.variant, args.draws)
         flag = " **near**" if row.worst > WARN_RATIO else ""
         print(f"| {problem_id} | {row.worst:.3f}{flag} | {row.median:.3f} | {row.draws} | {row.worst_detail} |"
               f" <!-- {time.perf_counter() - started:.1f} s -->", flush=True)
