@@ -40,7 +40,7 @@ def test_cpu_target_solution_executes_and_passes(problems, fast_options):
     # for each audit between timed draws; each profiled draw also has its unprofiled twin, checked too
     assert names.count("correctness") == 9 + 2 * TIMING_AUDITS + (1 + TIMING_AUDITS)
     twins = verdict.work_evidence["profiled_twins"]
-    assert len(twins["pairs_us"]) == 1 + TIMING_AUDITS and twins["best_ratio"] >= TWIN_YARDSTICK
+    assert len(twins["pairs_cpu_us"]) == 1 + TIMING_AUDITS and twins["median_ratio"] >= TWIN_YARDSTICK
     assert {"static", "knockout", "dsl_output", "decoration", "post_timing"} <= set(names)
     assert all(c.passed for c in verdict.checks)
     assert verdict.dsl_share is not None and verdict.dsl_share >= 0.5

@@ -120,33 +120,46 @@ def test_foreign_kernels_doing_the_references_work_fail_whatever_the_dsl_share()
     assert honest.median_foreign_us == 0.0
 
 
-def _wall(dsl_us: float) -> dict:
-    return {"wall": {"dsl_us": dsl_us, "torch_compute_us": 5.0}}
+def _cpu(dsl_cpu_us: float, dsl_us: float | None = None) -> dict:
+    """A kernel process's `wall` record: the DSL launches' CPU time (what the rule reads) and their wall time."""
+    return {"wall": {"dsl_cpu_us": dsl_cpu_us, "dsl_us": dsl_cpu_us if dsl_us is None else dsl_us,
+                     "torch_compute_us": 5.0}}
 
 
-def test_a_dsl_that_works_only_when_profiled_fails_its_twins_and_one_stalled_pair_does_not_decide():
-    """Numbers as measured on this CPU (benchmarks/results/2026-12-05-cpu-profiled-twins.txt): the hack that runs the
-    DSL kernel only while profiled read 9/210 µs; an honest kernel ~1, one loaded pair 0.46."""
+def test_a_dsl_that_works_only_when_profiled_fails_its_twins_and_one_odd_pair_decides_nothing():
+    """CPU µs as measured on this CPU (benchmarks/results/2026-12-05-cpu-profiled-twins-cpu-time.txt): the hack that
+    runs the DSL kernel only while profiled read 8/227, 8/183, 9/182; mlp_norm/01's honest solution ~0.93."""
     hack = ProfiledTwins()
-    for twin, profiled in ((9.0, 210.0), (10.0, 230.0), (8.0, 190.0)):
-        hack.add(_wall(twin), _wall(profiled))
+    for twin, profiled in ((8.0, 227.0), (8.0, 183.0), (9.0, 182.0)):
+        hack.add(_cpu(twin), _cpu(profiled))
     passed, detail = hack.check()
-    assert not passed and "4%" in detail and "9/210 µs" in detail
+    assert not passed and "4%" in detail and "8/227 µs" in detail
+
+    # The median decides: one twin reading high (the best pair 0.53, as one stalled wall-time twin read) does not
+    # pass the hack; the wall time beside it, however stalled, is not read at all.
+    one_high = ProfiledTwins()
+    for twin, profiled in ((8.0, 227.0), (103.0, 194.0), (9.0, 182.0)):
+        one_high.add(_cpu(twin, dsl_us=twin * 30), _cpu(profiled))
+    assert not one_high.check()[0] and one_high.as_evidence()["best_ratio"] > TWIN_YARDSTICK
 
     honest = ProfiledTwins()
-    honest.add(_wall(27.7), _wall(59.5))   # the profiled call stalled: 0.47
-    honest.add(_wall(3.0), _wall(60.0))    # a twin stalled the other way round would still read low: 0.05
-    honest.add(_wall(26.6), _wall(26.5))   # one clean pair is enough
-    assert honest.check()[0] and honest.as_evidence()["best_ratio"] == pytest.approx(26.6 / 26.5)
+    honest.add(_cpu(160.7), _cpu(189.7))
+    honest.add(_cpu(160.0), _cpu(3643.0))   # a profiled call can still read high in CPU time: one pair says little
+    honest.add(_cpu(166.5), _cpu(167.8))
+    assert honest.check()[0] and honest.as_evidence()["median_ratio"] == pytest.approx(160.7 / 189.7)
 
-    stalled = ProfiledTwins()  # mlp_norm/13's CPU solution in a full test run: two profiled calls stalled
-    for twin, profiled in ((484.0, 3063.0), (472.0, 4012.0), (526.0, 463.0)):
-        stalled.add(_wall(twin), _wall(profiled))
-    assert stalled.check()[0] and stalled.as_evidence()["median_ratio"] < TWIN_YARDSTICK
+    # mlp_norm/13's honest solution in a full test run read these wall-time pairs (two profiled calls stalled); the
+    # rule never sees wall time, so they decide nothing.
+    stalled_wall = ProfiledTwins()
+    walls = ((484.0, 3063.0), (472.0, 4012.0), (526.0, 463.0))
+    for (twin_wall, profiled_wall), cpu in zip(walls, (541.0, 496.0, 493.0)):
+        stalled_wall.add(_cpu(cpu, dsl_us=twin_wall), _cpu(cpu * 1.05, dsl_us=profiled_wall))
+    assert stalled_wall.check()[0]
 
     tiny = ProfiledTwins()
-    tiny.add(_wall(0.5), _wall(TWIN_FLOOR_US - 1))   # under the floor: says nothing
-    tiny.add({"wall": "forged"}, _wall(100.0))        # a record that is not one: no pair
+    tiny.add(_cpu(0.5), _cpu(TWIN_FLOOR_US - 1))   # under the floor: says nothing
+    tiny.add({"wall": "forged"}, _cpu(100.0))       # a record that is not one: no pair
+    tiny.add({"wall": {"dsl_us": 9.0}}, _cpu(100.0))  # wall time alone (no CPU time): no pair
     assert tiny.check() is None and len(tiny.pairs) == 1
     assert ProfiledTwins().check() is None
     assert TWIN_YARDSTICK == 0.25

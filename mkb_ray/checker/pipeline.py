@@ -254,7 +254,7 @@ class Judge:
                 self.log.check("decoration", passed, detail if passed else
                                f"code outside the DSL did the reference's work: {detail}")
             return
-        # Every profiled call's twin so far, the audits' among them: the best pair decides (profiled_twins).
+        # Every profiled call's twin so far, the audits' among them: the median pair decides (profiled_twins).
         twins = self.twins.check()
         if twins is not None:
             passed, detail = twins

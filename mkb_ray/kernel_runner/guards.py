@@ -27,6 +27,7 @@ def _watched_functions(extra: dict[str, Callable[..., Any]]) -> dict[str, tuple[
         ("time.perf_counter_ns", time, "perf_counter_ns"),
         ("time.time", time, "time"),
         ("time.monotonic", time, "monotonic"),
+        ("time.thread_time", time, "thread_time"),
         ("torch.cuda.synchronize", torch.cuda, "synchronize"),
         ("torch.cuda.Event", torch.cuda, "Event"),
         ("torch.cuda.Event.record", torch.cuda.Event, "record"),

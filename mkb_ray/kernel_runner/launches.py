@@ -26,6 +26,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+# Bound when the monitor is imported, before any submission: a kernel that rebinds `time.thread_time` for the
+# length of a call (and back) does not change what a launch is charged (guards.py watches the name as well).
+_thread_time = time.thread_time
+
 MODES = ("execute", "compile_only", "probe", "knockout", "scramble")
 
 
@@ -50,6 +54,9 @@ class CallRecord:
     # probe: (tensor, its values right after the launch) for every written arg that is not a copy of an input
     computed: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
     launch_us: float = 0.0  # wall time inside executed launches (the DSL's share of a CPU call)
+    # The launching thread's CPU time inside executed launches: unlike wall time, not raised by the thread being
+    # descheduled on a loaded machine (checker/profiled_twins.py compares it across a profiled call and its twin).
+    launch_cpu_us: float = 0.0
 
 
 def _poison(tensor: torch.Tensor) -> None:
@@ -123,9 +130,10 @@ class LaunchMonitor:
             record.stub_launches += 1
             return None
         if self.mode == "execute":
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), _thread_time()
             result = kernel(*args, **kwargs)
             record.launch_us += (time.perf_counter() - started) * 1e6
+            record.launch_cpu_us += (_thread_time() - cpu_started) * 1e6
             return result
         views = [self._torch_view(a) for a in args]
         # The snapshot is taken with the device idle: work the candidate queued on another stream (zeroing its

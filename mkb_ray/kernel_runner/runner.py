@@ -197,8 +197,10 @@ class KernelRunner:
             reply.update(self._integrity(record, produced, mode, timed))
             if mode == "execute":
                 # Where the call's wall time went: inside the DSL's launches, or anywhere else (eager PyTorch,
-                # numpy, Python, other threads the call waited for). Evidence only (see evidence.py).
-                reply["wall"] = wall_share(solve_us, record.launch_us).as_json()
+                # numpy, Python, other threads the call waited for). Evidence only (see evidence.py); the launching
+                # thread's CPU time inside the launches is what the profiled-twin rule reads.
+                reply["wall"] = {**wall_share(solve_us, record.launch_us).as_json(),
+                                 "dsl_cpu_us": record.launch_cpu_us}
             if profiler is not None:
                 evidence = (summarise(profiler, monitor.compiled_kernels) if self.on_gpu
                             else summarise_cpu(profiler, record.launch_us))

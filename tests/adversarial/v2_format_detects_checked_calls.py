@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=static
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: tells every checked call apart with str.format field reads the source rules never see (the monitor's mode in the compiled kernel's closure cells; torch.autograd.profiler._is_profiler_enabled): honest TIRx kernel on probe and profiled calls, NaN on knockout/scramble, eager PyTorch plus a one-element launch on every other (correctness, timed) call
-# must be rejected because: str.format field paths are attribute access the other source rules never see, so the rules forbid them (and torch.autograd.profiler); with the rules off the unprofiled twins catch it in most judgements, not yet every one (tests/adversarial_pending/v2_format_detects_checked_calls_runtime.py)
+# must be rejected because: str.format field paths are attribute access the other source rules never see, so the rules forbid them (and torch.autograd.profiler); with the rules off the unprofiled twins reject it (tests/adversarial/v2_format_detects_checked_calls_runtime.py)
 import torch
 import tvm
 from tvm.script import tirx as T

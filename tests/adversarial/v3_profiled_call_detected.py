@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=static
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: reads the profiler's live state through a private name imported from torch.autograd (an import is attribute access the attribute rules never saw): the honest TIRx kernel while profiled, eager PyTorch plus a 64-element TIRx flag kernel on every other call (the flag makes knockout and scramble calls return NaN)
-# must be rejected because: importing a private name or module is private access, as reading the attribute is; with the rules off the unprofiled twins catch it in most judgements, not yet every one (tests/adversarial_pending/v3_profiled_call_detected_runtime.py)
+# must be rejected because: importing a private name or module is private access, as reading the attribute is; with the rules off the unprofiled twins reject it (tests/adversarial/v3_profiled_call_detected_runtime.py)
 import torch
 import tvm
 from torch.autograd import _profiler_enabled

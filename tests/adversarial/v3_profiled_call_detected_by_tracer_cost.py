@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=static
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: tells the profiled calls apart by the cost of the profiler's Python tracer, timed with a clock re-exported by torch.utils.benchmark (200 empty Python calls: ~7 µs plain, ~42 µs traced): the honest TIRx kernel while profiled, eager PyTorch plus a 64-element TIRx flag kernel on every other call
-# must be rejected because: clocks are banned attributes (time, perf_counter, timer, benchmark, ...), also as parts of an imported module's path; with the rules off a profiler in the kernel's process is observable through its cost, given a clock, and the unprofiled twins catch it in most judgements, not yet every one (tests/adversarial_pending/v3_profiled_call_detected_by_tracer_cost_runtime.py)
+# must be rejected because: clocks are banned attributes (time, perf_counter, timer, benchmark, ...), also as parts of an imported module's path; with the rules off a profiler in the kernel's process is observable through its cost, given a clock, and the unprofiled twins reject it (tests/adversarial/v3_profiled_call_detected_by_tracer_cost_runtime.py)
 import torch
 import tvm
 from torch.utils.benchmark.utils.timer import timer

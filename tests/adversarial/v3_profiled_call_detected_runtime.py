@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=decoration
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: reads the profiler's live state through a private name imported from torch.autograd (an import is attribute access the attribute rules never saw): the honest TIRx kernel while profiled, eager PyTorch plus a 64-element TIRx flag kernel on every other call (the flag makes knockout and scramble calls return NaN); the source rules are skipped
-# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no time in the DSL's launches (profiled_twins.py)
+# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no CPU time in the DSL's launches, in the judgement's median twin (profiled_twins.py)
 # skip-static: true
 import torch
 import tvm

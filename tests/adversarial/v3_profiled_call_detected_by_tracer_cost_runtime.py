@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=decoration
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: tells the profiled calls apart by the cost of the profiler's Python tracer, timed with a clock re-exported by torch.utils.benchmark (200 empty Python calls: ~7 µs plain, ~42 µs traced): the honest TIRx kernel while profiled, eager PyTorch plus a 64-element TIRx flag kernel on every other call; the source rules are skipped
-# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no time in the DSL's launches (profiled_twins.py)
+# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no CPU time in the DSL's launches, in the judgement's median twin (profiled_twins.py)
 # skip-static: true
 import torch
 import tvm

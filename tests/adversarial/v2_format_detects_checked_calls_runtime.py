@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=tirx device=cpu expect=decoration
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: tells every checked call apart with str.format field reads the source rules never see (the monitor's mode in the compiled kernel's closure cells; torch.autograd.profiler._is_profiler_enabled): honest TIRx kernel on probe and profiled calls, NaN on knockout/scramble, eager PyTorch plus a one-element launch on every other (correctness, timed) call; the source rules are skipped
-# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no time in the DSL's launches (profiled_twins.py)
+# must be rejected because: with the source rules off the profiled calls look honest, but the unprofiled twin the checker makes of each profiled call, on the same draw and before it, spends almost no CPU time in the DSL's launches, in the judgement's median twin (profiled_twins.py)
 # skip-static: true
 import torch
 import tvm
