@@ -159,7 +159,9 @@ def test_a_dsl_that_works_only_when_profiled_fails_its_twins_and_one_odd_pair_de
     tiny = ProfiledTwins()
     tiny.add(_cpu(0.5), _cpu(TWIN_FLOOR_US - 1))   # under the floor: says nothing
     tiny.add({"wall": "forged"}, _cpu(100.0))       # a record that is not one: no pair
-    tiny.add({"wall": {"dsl_us": 9.0}}, _cpu(100.0))  # wall time alone (no CPU time): no pair
     assert tiny.check() is None and len(tiny.pairs) == 1
+    wall_only = ProfiledTwins()  # a twin's record with wall time but no CPU time reads 0: it fails, never passes
+    wall_only.add({"wall": {"dsl_us": 190.0}}, _cpu(200.0))
+    assert wall_only.check()[0] is False
     assert ProfiledTwins().check() is None
     assert TWIN_YARDSTICK == 0.25
