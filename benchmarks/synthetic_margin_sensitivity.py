@@ -25,8 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from mkb_ray.campaign.config import load_experiment  # noqa: E402
+from mkb_ray.campaign.config import ExperimentConfigError, load_experiment  # noqa: E402
 from mkb_ray.synthetic.planted import SYNTHETIC_MARGIN, planted_rates  # noqa: E402
+from mkb_ray.synthetic.spec import SyntheticSpec  # noqa: E402
 
 PRESET = REPO / "experiments" / "synthetic" / "paper-2610.05014.yaml"
 # The paper's headline standing rates the preset was fitted to (its header): help | above, harm | below.
@@ -38,7 +39,7 @@ KNOBS = {"pass_speedup_min": (0.3, 1.99), "pass2x_speedup_sigma": (0.0, 1.5), "s
          "source_pass_shift": (0.0, 1.5), "closure_harm_per_claim": (0.0, 0.8)}
 
 
-def _rates(spec, models: list[str], margin: float) -> dict[str, float]:
+def _rates(spec: SyntheticSpec, models: list[str], margin: float) -> dict[str, float]:
     rates = planted_rates(spec, models, margin)
     t, h = rates.help_harm()
     _, help_above, harm_above = rates.standing("above", draw="paper")
@@ -52,7 +53,7 @@ def _loss(rates: dict[str, float]) -> float:
     return standing + 0.5 * sum((rates[key] - value) ** 2 for key, value in ASSUMED.items())
 
 
-def _fit(spec, models: list[str], margin: float, seconds: float) -> tuple[float, dict[str, float]]:
+def _fit(spec: SyntheticSpec, models: list[str], margin: float, seconds: float) -> tuple[float, dict[str, float]]:
     """A random local search from the preset's own knobs, shrinking its steps; (loss, knobs) of the best point."""
     rng = random.Random(0)
     best_knobs = {name: float(getattr(spec, name)) for name in KNOBS}
@@ -79,10 +80,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", type=Path, default=PRESET, help="a synthetic experiment YAML (default: the "
                         "calibration preset)")
     args = parser.parse_args(argv)
-    config = load_experiment(args.preset)
+    try:
+        config = load_experiment(args.preset)
+    except ExperimentConfigError as err:
+        parser.error(str(err))
     if config.synthetic is None:
         parser.error(f"{args.preset}: no 'synthetic:' section, so nothing is planted")
     spec, models = config.synthetic, list(config.models)
+    try:
+        _rates(spec, models, args.margins[0] if args.margins else SYNTHETIC_MARGIN)
+    except ValueError as err:  # e.g. judge: real, or per-problem effects: no closed form
+        parser.error(f"{args.preset}: synthetic: {err}")
     print(f"# planted rates of {args.preset.name} ({len(models)} models, both directions pooled) by margin")
     print("| margin | T | H | help / above | harm / above | help / below | harm / below | closure enrichment |")
     print("|---|---|---|---|---|---|---|---|")

@@ -20,11 +20,11 @@ median twin of the judgement, unprofiled over profiled DSL CPU time, must reach 
 (benchmarks/profiled_twins.py, benchmarks/results/2026-12-05-cpu-profiled-twins-cpu-time.txt): the 74 shipped CPU
 solutions' medians 0.821 or more idle and 0.785 or more beside two busy loops (single pairs down to 0.32: a profiled
 call can read high, so one pair decides nothing); the three hacks in tests/adversarial/*_runtime.py 4-6 % in each of
-60 judgements beside two busy loops. Pairs whose profiled DSL time is under
-TWIN_FLOOR_US say nothing (timer resolution and launch overhead). On a GPU a launch returns before its device work
-is done, so both times are the host's launch time, which would decide nothing: no twin is made there. What a kernel
-can still do: spend as long in the DSL in every call as in a profiled one (spinning on the CPU) and do the work
-eagerly besides — it then pays for both in every timed call.
+60 judgements beside two busy loops. Pairs whose profiled DSL time is under TWIN_FLOOR_US say nothing (timer
+resolution and launch overhead). On a GPU a launch returns before its device work is done, so both times are the
+host's launch time, which would decide nothing: no twin is made there. What a kernel can still do: spend as long
+in the DSL in every call as in a profiled one (spinning on the CPU) and do the work eagerly besides — it then pays
+for both in every timed call.
 """
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ class ProfiledTwins:
         return median >= TWIN_YARDSTICK, detail
 
     def as_evidence(self) -> dict[str, Any]:
+        ratios = self.ratios
         return {"pairs_cpu_us": [[round(twin, 1), round(profiled, 1)] for twin, profiled in self.pairs],
-                "best_ratio": max(self.ratios, default=None),
-                "median_ratio": statistics.median(self.ratios) if self.ratios else None}
+                "best_ratio": max(ratios, default=None),
+                "median_ratio": statistics.median(ratios) if ratios else None}
