@@ -18,7 +18,6 @@ from typing import Literal, Optional, Sequence
 
 import numpy as np
 
-from ..synthetic.planted import SYNTHETIC_MARGIN
 from .cells import Attempt, CellReplicate
 from .noise_margins import NoiseMargins, load_noise_margins
 
@@ -50,13 +49,14 @@ class PairingRules:
 
     def margin(self, target: str, synthetic: bool, *kernel_ms: Optional[float]) -> float:
         """How much faster one of two passing kernels judged at `kernel_ms` on `target` must be to count as faster:
-        the fixed `noise` when one is set; for attempts of the synthetic judge, the margin its time law was
-        calibrated with (SYNTHETIC_MARGIN: its times are drawn, not measured); else the measured margin of the
-        noisier of the kernels' time classes."""
+        the fixed `noise` when one is set; for attempts of the synthetic judge, the GPU judge's widest measured
+        margin, whatever the target (the synthetic judge stands in for the GPU judge: its reading noise has that
+        pair-p95, SyntheticSpec.judge_noise_margin); else the measured margin of the noisier of the kernels' time
+        classes."""
         if self.noise is not None:
             return self.noise
         if synthetic:
-            return SYNTHETIC_MARGIN
+            return self.margins.margin("gpu")
         return self.margins.margin(target, *kernel_ms)
 
     def margin_of(self, cr: CellReplicate) -> float:

@@ -44,11 +44,12 @@ from mkb_ray.analysis.bootstrap import Bootstrap, per_unit_sums  # noqa: E402
 from mkb_ray.analysis.cells import Attempt, CellReplicate  # noqa: E402
 from mkb_ray.analysis.enrichment import enrichment_table  # noqa: E402
 from mkb_ray.analysis.paired import paired_table  # noqa: E402
+from mkb_ray.analysis.outcomes import PairingRules  # noqa: E402
 from mkb_ray.analysis.pairs import PairTable, score_pairs  # noqa: E402
 from mkb_ray.analysis.reverse import reverse_table  # noqa: E402
 from mkb_ray.analysis.standing import standing_gaps, standing_table  # noqa: E402
 from mkb_ray.campaign.config import load_experiment  # noqa: E402
-from mkb_ray.synthetic.planted import SYNTHETIC_MARGIN, planted_rates  # noqa: E402
+from mkb_ray.synthetic.planted import planted_rates  # noqa: E402
 from mkb_ray.synthetic.spec import SyntheticSpec, spec_taxonomy  # noqa: E402
 from mkb_ray.synthetic.worlds import World, draw_world, null_spec  # noqa: E402
 
@@ -185,7 +186,7 @@ def main() -> None:
                                        "model_problem_sigma": args.model_problem})
 
     def closed_form(_: dict[str, float]) -> dict[str, float]:
-        rates = planted_rates(preset, models, SYNTHETIC_MARGIN)
+        rates = planted_rates(preset, models, PairingRules().margin("gpu", True))
         t, h = rates.help_harm()
         out = {"T": t, "H": h, "help | above": rates.standing("above")[1], "harm | below": rates.standing("below")[2],
                "help | above [paper]": rates.standing("above", draw="paper")[1],

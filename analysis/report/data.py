@@ -18,7 +18,6 @@ import polars as pl
 from ..cells import CellReplicate, group_key
 from ..enrichment import enrichment_table
 from ..ladder import RUNGS, group_summary
-from ...synthetic.planted import SYNTHETIC_MARGIN
 from ..noise_margins import MarginClass
 from ..pairs import PairTable, ScoredPair
 from ..paired import PairingRules, paired_table
@@ -42,7 +41,7 @@ def noise_text(rules: PairingRules) -> str:
                                                   for i, c in enumerate(body.classes))
                         for target, body in sorted(rules.margins.targets.items()))
     return (f"the judge's measured timing noise on the target, at the larger margin of the two kernels' time "
-            f"classes ({classes}); synthetic attempts {SYNTHETIC_MARGIN:.0%}")
+            f"classes ({classes}); synthetic attempts the GPU's widest, {rules.margins.margin('gpu'):.1%}")
 
 
 def _class_range(classes: Sequence[MarginClass], index: int) -> str:

@@ -32,6 +32,8 @@ from ..records import Trial, TrialOutcome
 from ..records import AttemptConfig, AttemptRecord, LLMCallRecord, SubmissionRecord
 from ..records import Verdict
 from .claims import ClaimContext, evolve, fresh_claims, poisson
+from .seeding import stable_int
+from .speed import judged_speedup
 from .skill_md import parse_skill, render_skill, skill_source_tier
 from .spec import SyntheticSpec, TierProbs, spec_taxonomy
 
@@ -42,12 +44,6 @@ SYNTHETIC_REASON = "synthetic draw"
 _TIER_RANK = {"fail": 0, "pass": 1, "pass2x": 2}
 _TIERS = ("fail", "pass", "pass2x")
 _CHARS_PER_TOKEN = 4
-
-
-def _stable_int(*parts: object) -> int:
-    """A 64-bit integer from the parts' text: the same on every machine and Python (unlike hash())."""
-    digest = hashlib.blake2b("\0".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
 
 
 def _logit_shift(q: float, e: float) -> float:
@@ -83,9 +79,9 @@ def problem_effect(spec_seed: int, model: Optional[str], problem_id: str, proble
     problem). Deterministic and the same on every machine; exactly 0.0 with both sigmas 0."""
     e = 0.0
     if problem_sigma > 0:
-        e += random.Random(_stable_int("mkb-synthetic-difficulty", spec_seed, problem_id)).gauss(0.0, problem_sigma)
+        e += random.Random(stable_int("mkb-synthetic-difficulty", spec_seed, problem_id)).gauss(0.0, problem_sigma)
     if model_problem_sigma > 0:
-        rng = random.Random(_stable_int("mkb-synthetic-model-problem", spec_seed, model, problem_id))
+        rng = random.Random(stable_int("mkb-synthetic-model-problem", spec_seed, model, problem_id))
         e += rng.gauss(0.0, model_problem_sigma)
     return e
 
@@ -135,7 +131,7 @@ def _lognormal(rng: random.Random, median: float, sigma: float) -> float:
 @functools.lru_cache(maxsize=8192)
 def _eager_ms(seed: int, problem_id: str, median: float, sigma: float) -> float:
     """A problem's eager time: one draw per (seed, problem), shared by all its attempts."""
-    rng = random.Random(_stable_int("mkb-synthetic-eager", seed, problem_id))
+    rng = random.Random(stable_int("mkb-synthetic-eager", seed, problem_id))
     return round(_lognormal(rng, median, sigma), 6)
 
 
@@ -205,11 +201,7 @@ def _verdict(rng: random.Random, spec: SyntheticSpec, trial: Trial, tier: str, s
         else:
             v.update(compiled=True, executed=True, correct=False, rejected_by="correctness")
         return v
-    if tier == "pass":
-        speedup = math.exp(rng.uniform(math.log(spec.pass_speedup_min), math.log(2.0)))
-        speedup = min(speedup, 1.9999)
-    else:
-        speedup = 2.0 * math.exp(abs(rng.gauss(0.0, spec.pass2x_speedup_sigma)))
+    speedup = judged_speedup(rng, spec, spec.seed, trial.problem_id, tier)  # type: ignore[arg-type]
     kernel_ms = round(eager_ms / speedup, 6)
     v.update(compiled=True, executed=True, correct=True, kernel_ms=kernel_ms, kernel_min_ms=kernel_ms,
              eager_ms=eager_ms, speedup=round(speedup, 4), dsl_outputs_only=True)
@@ -221,7 +213,7 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
     empty or missing is `skipped` (as a real attempt is); otherwise `completed`, or `error` with probability
     spec.llm_error_prob. Skill trials evolve the source's claims; other trials write fresh claims."""
     t = _templates()
-    key = _stable_int("mkb-synthetic", spec.seed, trial.trial_id)
+    key = stable_int("mkb-synthetic", spec.seed, trial.trial_id)
     config = _config(trial, spec, t)
     record = dict(t["record"])
     record.update(config=config, synthetic=True, problem_hash=trial.problem_hash or None,

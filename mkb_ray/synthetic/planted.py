@@ -4,29 +4,33 @@ can be checked against them (`analysis/calibration.py`, docs/metrics.md "Planted
 
 How. A benchmark cell-replicate of model m in direction a2b is three independent synthetic attempts: the source
 (solo in a), the base (solo in b) and the skill (in b, given the source's SKILL.md). The final tiers come from
-`tier_probabilities()` — the generator's own function — and a passing attempt's speedup from the spec's speedup
-laws, so for each (source tier, base tier, number of closure claims k and of claims n in the source SKILL.md) the
-probabilities of help and harm are exact:
+`tier_probabilities()` — the generator's own function — and a passing attempt's speedup from the synthetic judge's
+speed law (`speed.py`), so for each (source tier, base tier, number of closure claims k and of claims n in the
+source SKILL.md) the probabilities of help and harm are:
 
 - skill tier probabilities: `tier_probabilities(spec, b, "skill", closure_share=k/n, closure_claims=k,
   source_passed=..., model=m)`;
 - a failing base: help = P(skill passes), harm = 0; a passing base: harm = P(skill fails) + P(both pass and the base
-  is faster by more than 1 + noise), help the mirror, with P(speed_x > (1 + noise) speed_y) in closed form
-  (`faster_prob`; log-uniform pass speedups, 2·exp(|N(0, σ)|) pass2x ones, one eager time per problem so kernel
-  times compare as speedups; the judge's rounding of kernel times to 1e-6 ms is ignored);
+  reads faster by more than 1 + margin), help the mirror, with P(speed_x > (1 + margin) speed_y) for two attempts
+  at one problem from the synthetic judge's speed law (`speed.faster_prob`: the problem's speeds shared, the
+  attempts' spreads and the judge's noise independent; one eager time per problem, so kernel times compare as
+  speedups; the judge's rounding of kernel times to 1e-6 ms is ignored) — a fixed-seed Monte Carlo whose standard
+  error is below 0.0005;
 - a source that writes an empty SKILL.md (`empty_skill_prob`) leaves its skill attempt skipped: neutral. Attempt
   errors (`llm_error_prob`) are drawn independently of everything else, so conditioning on resolved cells changes
   nothing.
 
-The one thing not worked out in closed form is the law of (n, k) in a fresh SKILL.md: `fresh_claims` re-draws a
-claim whose idea the skill already says, which couples the categories of one file. It is estimated by a Monte
-Carlo of `claim_draws` SKILL.md files (default 40,000), each drawn as `fresh_claims` draws one — the Poisson count,
-then each claim's idea by the generator's own `draw_idea`, without the slots and wordings that do not change a
-category — from a seed of its own (`PLANTED_SEED`, apart from any run's draws); that puts a standard error of about
-0.25 points on presence shares, far inside any run's intervals. Everything else is a finite sum.
+Besides `faster_prob`, the one thing not worked out as a finite sum is the law of (n, k) in a fresh SKILL.md:
+`fresh_claims` re-draws a claim whose idea the skill already says, which couples the categories of one file. It is
+estimated by a Monte Carlo of `claim_draws` SKILL.md files (default 40,000), each drawn as `fresh_claims` draws one
+— the Poisson count, then each claim's idea by the generator's own `draw_idea`, without the slots and wordings that
+do not change a category — from a seed of its own (`PLANTED_SEED`, apart from any run's draws); that puts a standard
+error of about 0.25 points on presence shares, far inside any run's intervals. Everything else is a finite sum. One
+approximation: the reverse coupling treats a cell and its reverse as independent given the solos' tiers, while their
+speed comparisons share the problem's speeds (it matters only where readings are held at a tier's band edge).
 
-Pooling: every model and direction has the same number of cells in a benchmark run (models × problems ×
-replicates), so pooled rates weight them equally.
+Pooling: every model and direction has the same number of cells in a benchmark run (models × problems × replicates),
+so pooled rates weight them equally.
 """
 from __future__ import annotations
 
@@ -37,17 +41,13 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal, Mapping, Optional, Sequence
 
-import numpy as np
 
 from .outcome_draw import tier_probabilities
 from .claims import _cover, draw_idea, poisson
+from .speed import faster_prob
 from .spec import CategoryWeights, SyntheticSpec, TierName, TierProbs, spec_taxonomy
 
 PLANTED_SEED = 20_261_202
-# The 'faster' margin the analysis applies to the synthetic judge's attempts, whose kernel times are drawn from the
-# spec's speedup law rather than measured: the preset's headline rates are planted at this margin (it was the GPU
-# judge's measured pair-p95 when the preset was calibrated, benchmarks/results/2026-12-01-h200-timing-noise.txt).
-SYNTHETIC_MARGIN = 0.92
 DEFAULT_CLAIM_DRAWS = 40_000
 DIRECTIONS: tuple[str, str] = ("cutedsl2tirx", "tirx2cutedsl")
 TIERS: tuple[TierName, ...] = ("fail", "pass", "pass2x")
@@ -56,63 +56,15 @@ Standing = Literal["above", "same", "below"]
 STANDINGS: tuple[Standing, ...] = ("above", "same", "below")
 
 
-# --- speedups ---------------------------------------------------------------------------------------------------------
-
-def _half_normal_cdf_integral(x: float, sigma: float) -> float:
-    """∫_0^x P(σ|N| <= t) dt for x >= 0 (σ > 0): ∫ erf(t/c) dt = t erf(t/c) + c/√π (exp(-t²/c²) - 1), c = σ√2."""
-    c = sigma * math.sqrt(2.0)
-    return x * math.erf(x / c) + c / math.sqrt(math.pi) * (math.exp(-(x / c) ** 2) - 1.0)
-
-
-def faster_prob(spec: SyntheticSpec, x: TierName, y: TierName, noise: float) -> float:
-    """P(speedup of an attempt of tier x > (1 + noise) × that of an independent attempt of tier y), x, y passing.
-
-    With d = ln(1 + noise), L = ln(2 / pass_speedup_min), σ = pass2x_speedup_sigma: a pass speedup's log is uniform
-    on [ln 2 - L, ln 2), a pass2x one's is ln 2 + σ|N(0, 1)|. So (pass, pass): (L - d)² / 2L² for d < L;
-    (pass, pass2x): 0 (a pass is below 2, a pass2x at or above it); (pass2x, pass): P(σ|N| + L·U > d) with U
-    uniform, = 1 - (1/L) ∫_max(0, d-L)^d P(σ|N| <= t) dt (closed form); (pass2x, pass2x): P(σ(|N1| - |N2|) > d) =
-    ∫_0^∞ 2φ(z) erfc((z + d/σ)/√2) dz, by the trapezoid rule on a fine grid."""
-    d = math.log1p(noise)
-    if d < 0:
-        raise ValueError(f"noise must be >= 0, got {noise}")
-    width = math.log(2.0 / spec.pass_speedup_min)
-    sigma = spec.pass2x_speedup_sigma
-    if x == "pass" and y == "pass":
-        return max(0.0, width - d) ** 2 / (2.0 * width ** 2)
-    if x == "pass" and y == "pass2x":
-        return 0.0
-    if x == "pass2x" and y == "pass":
-        if sigma == 0:
-            return max(0.0, width - d) / width
-        lo = max(0.0, d - width)
-        below = (_half_normal_cdf_integral(d, sigma) - _half_normal_cdf_integral(lo, sigma)) / width
-        return 1.0 - below
-    if x == "pass2x" and y == "pass2x":
-        if sigma == 0:
-            return 0.0
-        return _half_normal_gap(d / sigma)
-    raise ValueError(f"faster_prob takes passing tiers, got {x!r}, {y!r}")
-
-
-@functools.lru_cache(maxsize=64)
-def _half_normal_gap(t: float) -> float:
-    """P(|N1| - |N2| > t) for t >= 0."""
-    z = np.linspace(0.0, 12.0, 48_001)
-    density = 2.0 * np.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi)
-    tail = np.array([math.erfc((v + t) / math.sqrt(2.0)) for v in z])
-    values = density * tail
-    return float(((values[1:] + values[:-1]) / 2.0 * np.diff(z)).sum())
-
-
-def help_harm(skill: TierProbs, base_tier: TierName, spec: SyntheticSpec, noise: float) -> tuple[float, float]:
-    """(P(help), P(harm)) of a skill attempt with tier probabilities `skill` against a base of tier `base_tier`
-    (analysis.paired.compare: a pass against a fail, or two passes whose kernel times differ by more than
-    1 + noise)."""
+def help_harm(skill: TierProbs, base_tier: TierName, spec: SyntheticSpec, margin: float) -> tuple[float, float]:
+    """(P(help), P(harm)) of a skill attempt with tier probabilities `skill` against a base of tier `base_tier` at
+    the same problem (analysis.outcomes.compare: a pass against a fail, or two passes whose kernel times differ by
+    more than 1 + margin)."""
     passing = {"pass": skill.pass_, "pass2x": skill.pass2x}
     if base_tier == "fail":
         return skill.pass_ + skill.pass2x, 0.0
-    helped = sum(p * faster_prob(spec, s, base_tier, noise) for s, p in passing.items())  # type: ignore[arg-type]
-    harmed = skill.fail + sum(p * faster_prob(spec, base_tier, s, noise)  # type: ignore[arg-type]
+    helped = sum(p * faster_prob(spec, s, base_tier, margin) for s, p in passing.items())  # type: ignore[arg-type]
+    harmed = skill.fail + sum(p * faster_prob(spec, base_tier, s, margin)  # type: ignore[arg-type]
                               for s, p in passing.items())
     return helped, harmed
 
@@ -277,14 +229,14 @@ def _by_tiers(atoms: Sequence[Atom]) -> dict[tuple[str, str], tuple[float, float
     return {k: (w, h / w, x / w) if w else (0.0, 0.0, 0.0) for k, (w, h, x) in out.items()}
 
 
-def planted_rates(spec: SyntheticSpec, models: Sequence[str], noise: float,
+def planted_rates(spec: SyntheticSpec, models: Sequence[str], margin: float,
                   directions: Sequence[str] = DIRECTIONS, claim_draws: int = DEFAULT_CLAIM_DRAWS,
                   seed: int = PLANTED_SEED, claim_law: Optional[Mapping[tuple[int, int], float]] = None
                   ) -> PlantedRates:
-    """The rates `spec` plants for a benchmark of `models` in `directions`, with help and harm judged at `noise`
-    (SYNTHETIC_MARGIN, as the analysis judges synthetic attempts). `claim_law`: P(n claims, k closures) of a fresh
-    SKILL.md when it is known exactly (default: `claim_counts(spec, claim_draws, seed)`). Raises ValueError for a
-    spec whose verdicts are not drawn (`judge: real`) or that has problem effects."""
+    """The rates `spec` plants for a benchmark of `models` in `directions`, with help and harm judged at `margin` (the
+    analysis judges synthetic attempts at the GPU judge's measured margin, `PairingRules.margin`). `claim_law`: P(n
+    claims, k closures) of a fresh SKILL.md when it is known exactly (default: `claim_counts(spec, claim_draws,
+    seed)`). Raises ValueError for a spec whose verdicts are not drawn (`judge: real`) or that has problem effects."""
     if spec.judge != "synthetic":
         raise ValueError("planted rates need drawn verdicts (synthetic.judge: synthetic); a real judge decides the "
                          "tiers itself")
@@ -313,7 +265,7 @@ def planted_rates(spec: SyntheticSpec, models: Sequence[str], noise: float,
                     for (n, k), p_claims in counts.items():
                         skill = tier_probabilities(spec, target_dsl, "skill", closure_share=k / n,
                                                    closure_claims=k, source_passed=src != "fail", model=model)
-                        h, x = help_harm(skill, base, spec, noise)
+                        h, x = help_harm(skill, base, spec, margin)
                         acc = sums[k > 0]
                         acc[0] += p_claims
                         acc[1] += p_claims * h * keep

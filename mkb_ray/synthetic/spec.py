@@ -40,6 +40,10 @@ DEFAULT_CATEGORY_WEIGHTS: dict[str, float] = {
     "unverified_reformulation": 0.10, "bounded_failure_diagnosis": 0.10, "verification_recipe": 0.08,
     "unsupported_closure": 0.10, "unsupported_claim": 0.08, "dsl_specific_detail": 0.08, "open_question": 0.04}
 OTHER_CATEGORY_WEIGHT = 0.10
+# The GPU judge's measured 'faster' margin (analysis/noise_margins.json, the widest class on target gpu), which the
+# synthetic judge's reading noise reproduces; synthetic must not import the analysis, so it is copied here and
+# tests/test_noise_margins.py fails when the two differ (re-measuring the judge means changing both).
+JUDGE_NOISE_MARGIN = 0.035
 
 
 @functools.lru_cache(maxsize=16)
@@ -343,10 +347,21 @@ class SyntheticSpec(_Spec):
     eager_ms_median: float = Field(0.08, gt=0, description="median eager PyTorch time of a problem (milliseconds, "
                                                            "lognormal, drawn once per problem id)")
     eager_ms_sigma: float = Field(1.0, ge=0, description="sigma of log eager time across problems (unitless)")
-    pass_speedup_min: float = Field(0.2, gt=0, lt=2, description="a pass tier's speedup is log-uniform in "
+    # A passing kernel's speedup (eager_ms / kernel_ms) as the synthetic judge reads it (synthetic/speed.py): the
+    # problem's speed for the tier (drawn once per problem and tier, shared by every model, DSL and arm) times the
+    # attempt's own spread times the judge's reading noise, kept inside the tier's band.
+    pass_speedup_min: float = Field(0.2, gt=0, lt=2, description="a problem's pass speed is log-uniform in "
                                                                  "[pass_speedup_min, 2) (eager_ms / kernel_ms)")
-    pass2x_speedup_sigma: float = Field(0.5, ge=0, description="a pass2x speedup is 2 * exp(|N(0, sigma)|) "
+    pass2x_speedup_sigma: float = Field(0.5, ge=0, description="a problem's pass2x speed is 2 * exp(|N(0, sigma)|) "
                                                                "(unitless)")
+    attempt_speed_sigma: float = Field(0.3, ge=0, le=5, description="sd of the log of an attempt's kernel speed "
+                                                                    "around its problem's speed for the tier "
+                                                                    "(unitless)")
+    judge_noise_margin: float = Field(JUDGE_NOISE_MARGIN, ge=0, le=5,
+                                      description="the synthetic judge reads kernel times with log-normal noise "
+                                                  "whose pair-p95 is this: two readings of one kernel differ by "
+                                                  "more in 5 % of pairs (ratio - 1; default: the GPU judge's "
+                                                  "measured margin, analysis/noise_margins.json)")
 
     # --- the skill effect on skill-arm tiers ---
     # delta = skill_help_shift + source_pass_shift * [source attempt passed] - closure_harm_per_share * u

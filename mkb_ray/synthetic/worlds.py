@@ -18,7 +18,8 @@ each problem's logit shift e (`attempt.problem_effect`) and eager time (`attempt
 seed and the problem (shared by every model), so each world has problems of its own; each (model, problem,
 replicate) has a solo attempt per DSL, whose SKILL.md's (claims, closure claims) are drawn from the law of a fresh
 SKILL.md (`planted.claim_counts`), and a skill attempt per direction whose tier comes from `tier_probabilities`
-given that source; a passing attempt's speedup follows the judge's law (`_speedup`, as `attempt._verdict`). What a
+given that source; a passing attempt's speedup follows the synthetic judge's law (`speed.judged_speedup`, with the
+problem's speeds seeded by the world seed, as `outcome_draw._verdict` seeds them by the spec's). What a
 world leaves out: attempt errors and empty SKILL.md files (every attempt completes), submissions, durations, tokens,
 and the skill attempts' own SKILL.md (single-hop metrics read only the source's).
 
@@ -29,13 +30,13 @@ names, and `World.replicates(Attempt, CellReplicate)` builds the analysis's obje
 from __future__ import annotations
 
 import bisect
-import math
 import random
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, TypeVar
 
 from .outcome_draw import _eager_ms, problem_effect, tier_probabilities
 from .planted import DIRECTIONS, claim_counts
+from .speed import judged_speedup
 from .spec import ModelEffect, PerModel, SyntheticSpec, TierName, TierOverrides, TierProbs, spec_taxonomy
 
 DSLS: tuple[str, str] = ("cutedsl", "tirx")
@@ -133,20 +134,12 @@ def _draw_tier(rng: random.Random, probs: TierProbs) -> TierName:
     return "fail" if r < probs.fail else "pass" if r < probs.fail + probs.pass_ else "pass2x"
 
 
-def _speedup(rng: random.Random, spec: SyntheticSpec, tier: TierName) -> float:
-    """A passing kernel's speedup, by the synthetic judge's law (attempt._verdict): pass log-uniform in
-    [pass_speedup_min, 2) (at most 1.9999), pass2x 2·exp(|N(0, pass2x_speedup_sigma)|)."""
-    if tier == "pass":
-        return min(math.exp(rng.uniform(math.log(spec.pass_speedup_min), math.log(2.0))), 1.9999)
-    return 2.0 * math.exp(abs(rng.gauss(0.0, spec.pass2x_speedup_sigma)))
-
-
-def _attempt(rng: random.Random, spec: SyntheticSpec, trial_id: str, probs: TierProbs, eager_ms: float,
-             skill_sha: Optional[str]) -> DrawnAttempt:
+def _attempt(rng: random.Random, spec: SyntheticSpec, seed: int, problem: str, trial_id: str, probs: TierProbs,
+             eager_ms: float, skill_sha: Optional[str]) -> DrawnAttempt:
     tier = _draw_tier(rng, probs)
     if tier == "fail":
         return DrawnAttempt(trial_id, tier, None, None, eager_ms, skill_sha)
-    speedup = _speedup(rng, spec, tier)
+    speedup = judged_speedup(rng, spec, seed, problem, tier)  # the synthetic judge's law (synthetic/speed.py)
     # Rounded as the synthetic judge's verdict is, so a world reads like a synthetic run's records.
     return DrawnAttempt(trial_id, tier, round(speedup, 4), round(eager_ms / speedup, 6), eager_ms, skill_sha)
 
@@ -177,14 +170,15 @@ def draw_world(spec: SyntheticSpec, models: Sequence[str], n_problems: int, repl
                 counts: dict[str, tuple[int, int]] = {}
                 for dsl in DSLS:
                     sha = f"{model}|{problem}|{dsl}|{r}"
-                    solos[dsl] = _attempt(rng, spec, f"{sha}|solo", solo_probs[dsl], eager, sha)
+                    solos[dsl] = _attempt(rng, spec, seed, problem, f"{sha}|solo", solo_probs[dsl], eager, sha)
                     counts[dsl] = claims.draw(rng)
                     categories_of[sha] = present[counts[dsl][1] > 0]
                 for direction, a, b in pairs:
                     n, k = counts[a]
                     probs = tier_probabilities(spec, b, "skill", closure_share=k / n, closure_claims=k,
                                                source_passed=solos[a].passed, model=model, problem_effect=e)
-                    skill = _attempt(rng, spec, f"{model}|{problem}|{direction}|{r}|skill", probs, eager, None)
+                    skill = _attempt(rng, spec, seed, problem, f"{model}|{problem}|{direction}|{r}|skill", probs,
+                                     eager, None)
                     by_direction[direction].append(DrawnCell(model, target, problem, family, direction, r,
                                                              solos[a], solos[b], skill))
             for direction, _, _ in pairs:
