@@ -3,7 +3,7 @@
 `synthetic_outcome(trial, source_skill, spec)` hands the scheduler a TrialOutcome as a real attempt would, in tens
 of microseconds; its SKILL.md carries ground-truth claim lineage (`parse_skill`) so lineage metrics can be checked
 against known copy/paraphrase/drop/strengthen/weaken/merge/split rates (`SyntheticSpec.evolution`).
-`planted.planted_rates(spec, models, noise)` derives the paired rates a spec plants (T, H, standing, closure
+`planted.planted_rates(spec, models, margin)` derives the paired rates a spec plants (T, H, standing, closure
 enrichment, reverse coupling) from the spec alone, for checking an analysis against (imported on its own: numpy).
 """
 from __future__ import annotations

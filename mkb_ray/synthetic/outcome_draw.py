@@ -33,9 +33,9 @@ from ..records import AttemptConfig, AttemptRecord, LLMCallRecord, SubmissionRec
 from ..records import Verdict
 from .claims import ClaimContext, evolve, fresh_claims, poisson
 from .seeding import stable_int
-from .speed import judged_speedup
 from .skill_md import parse_skill, render_skill, skill_source_tier
 from .spec import SyntheticSpec, TierProbs, spec_taxonomy
+from .speed import judged_speedup
 
 # Synthetic clock: every synthetic attempt starts here (a fixed instant keeps outcomes reproducible; the store keeps
 # its own real times). Offsets within the attempt are the drawn durations.
