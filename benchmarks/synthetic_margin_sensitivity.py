@@ -129,6 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", type=Path, default=PRESET, help="a synthetic experiment YAML (default: the "
                         "calibration preset)")
     args = parser.parse_args(argv)
+    negative = [f"{flag} {value}" for flag, values in (("--margins", args.margins), ("--spreads", args.spreads),
+                                                       ("--fix-spread", [args.fix_spread]), ("--refit", [args.refit]))
+                for value in values if value is not None and value < 0]
+    if negative:
+        parser.error(f"margins, spreads and seconds are >= 0, got {', '.join(negative)}")
+    if args.fix_spread is not None and not args.refit:
+        parser.error("--fix-spread holds the spread of a refit: give --refit S as well")
     try:
         config = load_experiment(args.preset)
     except ExperimentConfigError as err:
