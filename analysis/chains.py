@@ -3,7 +3,7 @@ benchmark's rule, `paired.compare`), the help and harm rates per hop, and whethe
 predict harm there.
 
 - `hop_outcomes(rows)`: one `HopOutcome` per done chain hop, paired with its chain's first baseline (replicate 0)
-  in the hop's DSL; tiers and final kernel times.
+  in the hop's DSL (a gated chain's, with its ungated twin's); tiers and final kernel times.
 - `hop_curve(outcomes)`: per hop k: n, help and harm rates, bootstrap intervals resampling the chains'
   problems (`bootstrap.Bootstrap`).
 - `closure_harm(nodes, edges, outcomes)`: per hop k ≥ 1, x = the share of hop k−1's claims in the closure category
@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from ..records import chain_id_of
+from ..records.intervention import parse_arm
 from ..records.claims import LineageEdgeRecord
 from .bootstrap import Bootstrap, ratio
 from .paired import PairingRules
@@ -37,11 +38,19 @@ def hop_outcomes(rows: Iterable[dict[str, Any]]) -> list[HopOutcome]:
         if r["kind"] != "chain_hop" or r["chain"] is None or r["hop"] is None or r["status"] == "planned":
             continue
         cid = chain_id_of(r["model"], r["problem_id"], r["chain"])
-        b = base.get((cid, r["dsl"]))
+        b = base.get((_baseline_chain(r, cid), r["dsl"]))
         out.append(HopOutcome(chain_id=cid, hop=r["hop"], tier=_tier(r), base_tier=_tier(b),
                               skill_ms=r["f_kernel_ms"], base_ms=b["f_kernel_ms"] if b else None,
                               target=r["target"], synthetic=bool(r["synthetic"])))
     return sorted(out, key=lambda o: (o.chain_id, o.hop))
+
+
+def _baseline_chain(row: dict[str, Any], chain_id: str) -> str:
+    """The chain whose baselines a hop pairs with: its own, or for a gated chain's hop its ungated twin's (gated
+    chains plan no baselines of their own: records/intervention.py)."""
+    ref = parse_arm(row.get("arm_name"))
+    twin = ref.twin_chain if ref is not None else None
+    return chain_id if twin is None else chain_id_of(row["model"], row["problem_id"], twin)
 
 
 def _tier(row: Optional[dict[str, Any]]) -> Optional[str]:

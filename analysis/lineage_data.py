@@ -8,6 +8,7 @@ from typing import Optional
 
 from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
+from ..records.intervention import parse_arm
 from ..store import RunStore
 from .cells import result_rows
 from .chains import hop_outcomes
@@ -22,6 +23,12 @@ class LineageData:
     texts: dict[str, str]          # claim id -> text, for drill-down and GraphML
 
 
+def _gate(arm_name: Optional[str]) -> str:
+    """A chain's verification gate from its hops' arm name ('' for a plain chain)."""
+    ref = parse_arm(arm_name)
+    return ref.mode or "" if ref is not None and ref.kind == "verification_gate" else ""
+
+
 def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                  chain: Optional[str] = None) -> LineageData:
     """Everything of the run's chains (or one chain id) that `mkb lineage` stored under this matcher/annotator.
@@ -32,6 +39,7 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
     if chain is not None:
         hops = [h for h in hops if h[0] == chain]
     start_dsl = {c: r.dsl for c, k, r in hops if k == 0}
+    gate = {c: _gate(r.arm_name) for c, k, r in hops if k == 0}
     by_chain: dict[str, list] = {}
     for chain_id, hop, row in sorted(hops, key=lambda h: (h[0], h[1])):
         by_chain.setdefault(chain_id, []).append((hop, row))
@@ -47,7 +55,8 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                                        category=a.category if annotated else None,
                                        modality=a.modality if annotated else None,
                                        support=a.support if annotated else None,
-                                       model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl))
+                                       model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl,
+                                       gate=gate.get(chain_id, "")))
                 texts.setdefault(claim.claim_id, claim.text)
     edges = [e for e in store.claims.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
     outcomes = [o for o in hop_outcomes(result_rows(store)) if chain is None or o.chain_id == chain]

@@ -147,7 +147,8 @@ def _attempt(row: dict[str, Any]) -> dict[str, Any]:
 def _summary(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     by_arm: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for a in attempts:
-        by_arm[a["arm_name"] if a["kind"] == "benchmark" else f"{a['kind']}:{a['arm']}"].append(a)
+        # Benchmark and intervention arms by name (each intervention twin is its own arm); chain trials by kind.
+        by_arm[a["arm_name"] if a["kind"] in ("benchmark", "intervention") else f"{a['kind']}:{a['arm']}"].append(a)
     out = {}
     for arm, items in sorted(by_arm.items()):
         scored = [a for a in items if a["status"] == "completed"]

@@ -14,7 +14,8 @@ from mkb_ray.campaign.config import (ExperimentConfig, ExperimentConfigError, co
 from mkb_ray.models.roster import load_roster
 
 EXPERIMENTS = REPO / "experiments"
-SHIPPED = ["quickstart", "benchmark-6model", "chain-10", "chain-100", "scale-synthetic"]
+SHIPPED = ["quickstart", "benchmark-6model", "chain-10", "chain-100", "scale-synthetic", "causal-benchmark",
+           "causal-chain-100", "causal-quickstart"]
 MINIMAL = """\
 name: tiny
 models: [smollm2]
@@ -107,16 +108,37 @@ def test_bad_yaml_syntax_is_one_line(tmp_path):
     assert "expected a mapping" in error_of(not_a_mapping)
 
 
-def test_interventions_are_an_extension_point(tmp_path):
+def test_interventions_load_typed_and_their_mistakes_name_the_field(tmp_path):
     assert load_experiment(write(tmp_path, MINIMAL + "interventions: []\n")).interventions == []
-    path = write(tmp_path, MINIMAL + "interventions: [{kind: ablate_skill}]\n", "y.yaml")
-    message = error_of(path)
-    assert message.startswith(f"{path}: interventions: not implemented yet")
+    config = load_experiment(write(tmp_path, MINIMAL + "interventions:\n"
+                                   "  - {kind: claim_ablation, categories: [unsupported_closure], claims: 2}\n"
+                                   "  - {kind: verification_gate, mode: mark, arms: [tirx2cutedsl_skill]}\n"))
+    ablation, gate = config.interventions
+    assert ablation.tokens() == ["ablate-unsupported_closure", "ablate-claim0", "ablate-claim1"]
+    assert ablation.arms == ["cutedsl2tirx_skill", "tirx2cutedsl_skill"] and ablation.annotator == "offline"
+    assert gate.tokens() == ["gate-mark"] and gate.on_benchmark and not config.chain_gates
+    cases = {
+        "[{kind: ablate_skill}]": "interventions[0]: Input tag 'ablate_skill' found using 'kind' does not match",
+        "[{kind: claim_ablation}]": "interventions[0].claim_ablation.categories: name at least one category",
+        "[{kind: claim_ablation, categories: [no_such]}]": "categories: no_such not in taxonomy mkb-11",
+        "[{kind: placebo, arms: [solo_tirx]}]": "interventions[0].placebo.arms[0]: Input should be",
+        "[{kind: verification_gate, chains: true}]": "interventions[0].chains: gated chains need a `chains:`",
+        "[{kind: placebo}, {kind: placebo, arms: [cutedsl2tirx_skill]}]":
+            "interventions: the arm cutedsl2tirx_skill~placebo is planned by interventions[0] and interventions[1]",
+    }
+    for i, (body, expected) in enumerate(cases.items()):
+        path = write(tmp_path, MINIMAL + f"interventions: {body}\n", f"bad{i}.yaml")
+        message = error_of(path)
+        assert message.startswith(f"{path}: ") and expected in message, message
+    # Interventions alone make a campaign (their controls are planned for them).
+    alone = write(tmp_path, MINIMAL.replace("benchmark: {}\n", "interventions: [{kind: episodic}]\n"), "z.yaml")
+    assert load_experiment(alone).benchmark is None
 
 
 def test_cross_field_checks_name_their_field(tmp_path):
     neither = write(tmp_path, MINIMAL.replace("benchmark: {}\n", ""))
-    assert error_of(neither).startswith(f"{neither}: benchmark: a campaign needs benchmark arms or chains")
+    assert error_of(neither).startswith(f"{neither}: benchmark: a campaign needs benchmark arms, chains or "
+                                        "interventions")
     synthetic = write(tmp_path, "name: s\nmodels: [smollm2]\nproblems: {synthetic: 4}\nbenchmark: {}\n", "y.yaml")
     assert error_of(synthetic).startswith(f"{synthetic}: problems.synthetic: synthetic problem ids need")
     mixed = write(tmp_path, "name: s\nmodels: [smollm2]\nsynthetic: {}\nproblems: {synthetic: 4, families: [moe]}\n"

@@ -1,6 +1,7 @@
 """index.html: the run's header, then one section per question — paired outcomes, the MKB ladder, standing, reverse
-coupling, per-problem lift, enrichment, failure attribution, planted vs recovered (synthetic runs), chains, claim
-propagation — each a table linking its rows to the trials behind them, or a line saying why there is none.
+coupling, per-problem lift, enrichment, failure attribution, intervention arms (runs that have them), planted vs
+recovered (synthetic runs), chains, claim propagation — each a table linking its rows to the trials behind them, or
+a line saying why there is none.
 
 Each section's content is put together here from the macros of blocks.html.j2 and index_parts.html.j2 (Markup,
 escaped where rendered); index.html.j2 writes the page around them.
@@ -14,6 +15,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from markupsafe import Markup
 
+from .causal import CausalSection
 from .claims import ClaimData
 from .html import macros, own_svg, render
 from .lineage import LineageSection
@@ -90,7 +92,8 @@ def closure_harm(result: Optional[dict[str, Any]]) -> Optional[ClosureHarm]:
 def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[TableView],
                chains: Optional[TableView], lineage: LineageSection, claims: ClaimData, lift_svg: Optional[str],
                links: Mapping[str, list[Optional[str]]], n_trials: int, n_replicates: int,
-               calibration: Optional[Calibration] = None, attribution: Sequence[TableView] = ()) -> str:
+               calibration: Optional[Calibration] = None, attribution: Sequence[TableView] = (),
+               causal: Optional[CausalSection] = None) -> str:
     """The whole of index.html."""
     b, parts = macros(), macros("index_parts.html.j2")
 
@@ -122,6 +125,12 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
                 Markup("").join(block(v) for v in attribution) if attribution
                 else b.nothing("none: no harmed cell-replicate") if n_replicates else no_bench),
     ]
+    if causal is not None:
+        content = parts.causal_intro() + (block(causal.view) if causal.view is not None else b.nothing(causal.problem))
+        if causal.unplanted:
+            content += b.nothing(f"planted effects: none: {causal.unplanted}")
+        sections.append(Section("causal", "Which claims cause help or harm (intervention arms)"
+                                + (" (SYNTHETIC)" if causal.synthetic else ""), content))
     if calibration is not None:
         sections.append(Section("calibration", "Planted vs recovered (SYNTHETIC)",
                                 parts.calibration_intro() + block(calibration.view) if calibration.view is not None

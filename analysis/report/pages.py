@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional, Sequence
 
 from ...store import SubmissionRow, TrialRow
 from ..cells import CellReplicate
+from .causal import hand_off_view
 from .context import FINAL_KERNEL, TRANSCRIPT, PageContext, artifact, read_text
 from .html import render
 from .skill_view import trial_skill
@@ -87,6 +88,7 @@ def trial_page(ctx: PageContext, row: TrialRow) -> str:
                   trials=ctx.trials, chain=chain, previous=previous, next=following,
                   hop_view=ctx.hop_pages.get(tid), subs=subs, sources=sources(ctx, tid, subs),
                   kernel=artifact(ctx, names.get(FINAL_KERNEL), "final kernel"), skill_md=trial_skill(ctx, row),
+                  intervention=hand_off_view(ctx, row),
                   transcript_file=artifact(ctx, names.get(TRANSCRIPT), "transcript", transcript_events))
 
 

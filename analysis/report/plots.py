@@ -37,7 +37,9 @@ def problem_lift_svg(frame: pl.DataFrame) -> Optional[str]:
             offset = directions.index(r["direction"]) - (len(directions) - 1) / 2
             y = problems.index(r["problem_id"]) + offset * height
             lo, hi = r.get("dgm_lo"), r.get("dgm_hi")
-            err = [[r["dgm"] - lo], [hi - r["dgm"]]] if lo is not None and hi is not None else None
+            # max(0, …): a one-problem interval is the estimate itself, recomputed with rounding on either side
+            err = [[max(0.0, r["dgm"] - lo)], [max(0.0, hi - r["dgm"])]] if lo is not None and hi is not None \
+                else None
             ax.barh(y, r["dgm"], height=height * 0.9, xerr=err, capsize=2, ecolor="#333333",
                     color=DIRECTION_COLOURS.get(r["direction"], "#8c8c8c"))
         ax.axvline(0.0, color="#333333", linewidth=0.8)

@@ -113,8 +113,11 @@ def build_scheduler(run: CampaignRun, store: RunStore, evaluator: Optional[Evalu
                     placement: Placement = Placement()) -> Scheduler:
     """The scheduler of a campaign over its started parts (pure wiring)."""
     lanes = model_lanes(run.config, run.roster, durable.run_dir if durable else None)
+    from .handoff import HandOffBuilder
+
     return Scheduler(run.plan, store, lanes, services, evaluator, scheduler_settings(run.config, evaluator),
-                     durable=durable, placement=placement)
+                     durable=durable, placement=placement,
+                     hand_offs=HandOffBuilder.for_config(store, run.config))  # type: ignore[arg-type]
 
 
 # -- the deployment: what starts Ray-side parts ---------------------------------------------------------------------

@@ -20,12 +20,14 @@ import json
 import re
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ..claims.taxonomy import DEFAULT_TAXONOMY
 from ..problems import FAMILIES
 from ..records import BudgetSpec
+from ..records.intervention import PLAIN_TOKENS, ablation_token, gate_token
 from ..synthetic.spec import SyntheticSpec
 
 if TYPE_CHECKING:
@@ -37,7 +39,10 @@ BENCHMARK_ARMS = ("solo_cutedsl", "solo_tirx", "cutedsl2tirx_skill", "tirx2cuted
 DSLS = ("cutedsl", "tirx")
 SYNTHETIC_FAMILY = "synthetic"
 
+SKILL_ARMS = ("cutedsl2tirx_skill", "tirx2cutedsl_skill")
+
 Arm = Literal["solo_cutedsl", "solo_tirx", "cutedsl2tirx_skill", "tirx2cutedsl_skill"]
+SkillArm = Literal["cutedsl2tirx_skill", "tirx2cutedsl_skill"]
 Family = Literal["attention", "kv_cache", "mlp_norm", "moe", "quantization", "linear_attention"]
 
 
@@ -125,6 +130,97 @@ class ChainSpec(_Strict):
         return (start, DSLS[1 - DSLS.index(start)])
 
 
+class _Intervention(_Strict):
+    """One intervention arm (records/intervention.py): planned per model × problem × replicate beside each skill arm
+    in `arms` (its control, planned too, with its source solo, whether or not `benchmark.arms` lists it)."""
+
+    arms: list[SkillArm] = Field(default_factory=lambda: list(SKILL_ARMS), min_length=1,
+                                 description="the skill arms it is a twin of")
+
+    def tokens(self) -> list[str]:
+        """The arm-name tokens this intervention plans, one trial per token per skill arm."""
+        return [PLAIN_TOKENS[self.kind]]  # type: ignore[attr-defined]
+
+    @property
+    def on_benchmark(self) -> bool:
+        return True
+
+
+class ClaimAblation(_Intervention):
+    """The skill arm rerun with one category of claims (as `annotator` reads them), or the claim at one position,
+    cut from its source SKILL.md. A source without such a claim hands on its SKILL.md unchanged: that trial is not
+    run (stored skipped, `identical_hand_off`)."""
+
+    kind: Literal["claim_ablation"]
+    categories: list[str] = Field(default_factory=list, description="one arm per category of the taxonomy")
+    claims: int = Field(0, ge=0, le=64, description="also one arm per claim position 0..claims-1")
+    annotator: Literal["offline", "learned"] = Field(
+        "offline", description="who reads the claims' categories (a local annotator: it runs in the driver)")
+    taxonomy: str = Field(DEFAULT_TAXONOMY, description="the taxonomy the categories are from")
+
+    @model_validator(mode="after")
+    def _something(self) -> "ClaimAblation":
+        if not self.categories and not self.claims:
+            raise ValueError("categories: name at least one category, or set claims: N")
+        from ..claims.taxonomy import load_taxonomy
+
+        names = load_taxonomy(self.taxonomy).names
+        unknown = [c for c in self.categories if c not in names]
+        if unknown:
+            raise ValueError(f"categories: {', '.join(unknown)} not in taxonomy {self.taxonomy} "
+                             f"({', '.join(names)})")
+        if len(set(self.categories)) != len(self.categories):
+            raise ValueError("categories: a category is listed twice")
+        return self
+
+    def tokens(self) -> list[str]:
+        return [ablation_token(category=c) for c in self.categories] + \
+            [ablation_token(claim=i) for i in range(self.claims)]
+
+
+class Placebo(_Intervention):
+    """A SKILL.md of another problem of the same family (the next one of the campaign's problems, cyclically; same
+    model, replicate and source DSL), trimmed to the length of the control's source SKILL.md."""
+
+    kind: Literal["placebo"]
+
+
+class BudgetMatchedSolo(_Intervention):
+    """A solo attempt in the skill arm's target DSL given, on top of the budget, the time and tokens the control
+    spent reading its skill: its skill's share of the control's prompt tokens, and that share of its model time."""
+
+    kind: Literal["budget_matched_solo"]
+
+
+class Episodic(_Intervention):
+    """Excerpts of the source attempt's own transcript and verdicts instead of its distilled SKILL.md, trimmed to
+    the SKILL.md's length."""
+
+    kind: Literal["episodic"]
+
+
+class VerificationGate(_Intervention):
+    """Before hand-off, the claims the support reading (claims/support.py: the source attempt's own verdicts)
+    does not back are removed (`remove`) or marked "unverified — test before relying on it" (`mark`). `benchmark`:
+    a gated twin of each skill arm; `chains`: a gated twin of every chain, gated at every hop."""
+
+    kind: Literal["verification_gate"]
+    mode: Literal["remove", "mark"] = "remove"
+    benchmark: bool = Field(True, description="gate the benchmark's skill arms")
+    chains: bool = Field(False, description="plan a gated twin of every chain (needs `chains:`)")
+
+    def tokens(self) -> list[str]:
+        return [gate_token(self.mode)]
+
+    @property
+    def on_benchmark(self) -> bool:
+        return self.benchmark
+
+
+InterventionSpec = Annotated[Union[ClaimAblation, Placebo, BudgetMatchedSolo, Episodic, VerificationGate],
+                             Field(discriminator="kind")]
+
+
 class SchedulerSpec(_Strict):
     """How the campaign is run; none of it changes what an attempt does (so none of it is in trial hashes)."""
 
@@ -169,8 +265,9 @@ class ExperimentConfig(_Strict):
         "auto", description="auto: the workspace agent for models that call tools, else the chat agent")
     benchmark: Optional[BenchmarkSpec] = None
     chains: Optional[ChainSpec] = None
-    # Extension point (model/agent/skill interventions): accepted empty so that configs can carry the key.
-    interventions: list[Any] = Field(default_factory=list, description="not implemented yet: must be empty")
+    interventions: list[InterventionSpec] = Field(
+        default_factory=list, description="intervention arms (claim_ablation, placebo, budget_matched_solo, "
+                                          "episodic, verification_gate): twins of the skill arms, paired with them")
     target: Literal["auto", "gpu", "cpu"] = Field(
         "auto", description="the TIRx variant: gpu, cpu (llvm), or auto (cpu on a machine without a GPU). "
                             "CuTe DSL is always the GPU variant, judged compile-only where there is no GPU")
@@ -192,15 +289,27 @@ class ExperimentConfig(_Strict):
 
     @field_validator("interventions")
     @classmethod
-    def _no_interventions(cls, value: list[Any]) -> list[Any]:
-        if value:
-            raise ValueError("not implemented yet: interventions is an extension point and must be empty")
+    def _distinct_interventions(cls, value: list[Any]) -> list[Any]:
+        seen: dict[tuple[str, str], int] = {}
+        for i, spec in enumerate(value):
+            for arm in spec.arms:
+                for token in spec.tokens():
+                    if (arm, token) in seen:
+                        raise ValueError(f"the arm {arm}~{token} is planned by interventions[{seen[arm, token]}] "
+                                         f"and interventions[{i}]")
+                    seen[arm, token] = i
         return value
 
     @model_validator(mode="after")
     def _consistent(self) -> "ExperimentConfig":
-        if self.benchmark is None and self.chains is None:
-            raise ValueError("benchmark: a campaign needs benchmark arms or chains (or both)")
+        if self.benchmark is None and self.chains is None and not any(i.on_benchmark for i in self.interventions):
+            raise ValueError("benchmark: a campaign needs benchmark arms, chains or interventions")
+        for i, spec in enumerate(self.interventions):
+            if isinstance(spec, VerificationGate) and spec.chains and self.chains is None:
+                raise ValueError(f"interventions[{i}].chains: gated chains need a `chains:` section to twin")
+            if isinstance(spec, VerificationGate) and not (spec.chains or spec.benchmark):
+                raise ValueError(f"interventions[{i}].benchmark: a gate on neither the benchmark nor the chains "
+                                 f"plans nothing")
         if self.problems.synthetic is not None and self.synthetic is None:
             raise ValueError("problems.synthetic: synthetic problem ids need a synthetic campaign "
                              "(add `synthetic: {}`)")
@@ -214,6 +323,15 @@ class ExperimentConfig(_Strict):
     @property
     def is_synthetic(self) -> bool:
         return self.synthetic is not None
+
+    @property
+    def benchmark_interventions(self) -> list[Any]:
+        return [i for i in self.interventions if i.on_benchmark]
+
+    @property
+    def chain_gates(self) -> list[Any]:
+        """The verification gates with a gated twin of every chain, in config order."""
+        return [i for i in self.interventions if isinstance(i, VerificationGate) and i.chains]
 
     @property
     def chain_baselines(self) -> int:

@@ -5,9 +5,13 @@ trial comes after the trial it depends on. Ids follow `trial.py`:
     <model>/<problem>/r<k>/<arm>                 benchmark arms, k = 0..replicates-1
     <model>/<problem>/chain<c>/h<k>              chain hops, k = 0..hops-1
     <model>/<problem>/chain<c>/base_<dsl>_r<k>   chain baselines, k = 0..baselines-1
+    <model>/<problem>/r<k>/<skill arm>~<token>   intervention arms (records/intervention.py), after every
+                                                 benchmark trial of the model (a placebo reads another problem's solo)
 Benchmark: per model × problem × replicate, the listed arms; cutedsl2tirx_skill reads the SKILL.md of
 solo_cutedsl of the same replicate (and runs in TIRx), tirx2cutedsl_skill that of solo_tirx (and runs in CuTe
-DSL); a skill arm's source solo arm is planned even when not listed.
+DSL); a skill arm's source solo arm is planned even when not listed, and so is every skill arm an intervention is a twin
+of. Gated chains (a verification gate with `chains: true`) are chains C.. of the cell (C = the ungated chains), each
+the gated twin of one ungated chain, sharing its baselines.
 
 Each trial carries three hashes, so that a resumed campaign can tell which stored results no longer match:
 `config_hash` covers only what shapes that attempt (model spec without its serving-capacity fields, budget,
@@ -22,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AbstractSet, Callable, Iterator, Mapping, Optional, Sequence
 
 from ..checker.problem_hash import problem_hash  # the judge's own hash (stdlib-only: no torch here)
-from .config import BENCHMARK_ARMS, ExperimentConfig, ExperimentConfigError, check_references, model_concurrency, \
-    resolve_agent, resolve_target
+from .config import BENCHMARK_ARMS, ExperimentConfig, ExperimentConfigError, ProblemSelection, check_references, \
+    model_concurrency, resolve_agent, resolve_target
 from ..records import Trial, TrialGraph, chain_id_of
+from ..records.intervention import SEPARATOR, gate_token
 
 if TYPE_CHECKING:
     from ..models.roster import ModelSpec
@@ -154,8 +159,9 @@ def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roste
         agent = resolve_agent(config, spec)
         cfg = {dsl: trial_config_hash(spec, config.budget, agent, targets[dsl], config.synthetic, config.protocol)
                for dsl in ("cutedsl", "tirx")}
-        if config.benchmark is not None:
-            listed = set(config.benchmark.arms)
+        listed = set(config.benchmark.arms) if config.benchmark is not None else set()
+        listed.update(arm for spec in config.benchmark_interventions for arm in spec.arms)
+        if listed:
             arms = [a for a in BENCHMARK_ARMS if a in listed or any(_ARMS[s][2] == a for s in listed)]
             for pid in selection.campaign:
                 phash = problem_hashes[pid]
@@ -167,9 +173,63 @@ def plan_campaign(config: ExperimentConfig, problems: "ProblemSet | None", roste
                                   target=targets[dsl], arm=arm, kind="benchmark", replicate=r,
                                   skill_from=prefix + source if source else None, arm_name=arm_name,
                                   config_hash=cfg[dsl], problem_hash=phash, template_hash=template))
+            _plan_interventions(config, model, selection, problem_hashes, targets, cfg, template, add)
         if config.chains is not None:
             _plan_chains(config, model, selection.chains, problem_hashes, targets, cfg, template, add)
     return Plan(trials, synthetic=config.is_synthetic)
+
+
+def _with_intervention(config_hash: str, spec: object) -> str:
+    """A trial's config hash with the intervention that shapes it (changing e.g. an ablation's annotator makes its
+    stored trials stale, and only them)."""
+    payload = json.dumps({"config": config_hash, "intervention": spec.model_dump(mode="json")},  # type: ignore[attr-defined]
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def placebo_donor(problem_id: str, campaign: Sequence[str], family_of: Mapping[str, str]) -> Optional[str]:
+    """The problem whose SKILL.md a placebo of `problem_id` reads: the next problem of the same family in campaign
+    order, cyclically; None when the family has no other problem in the campaign."""
+    family = family_of[problem_id]
+    members = [pid for pid in campaign if family_of[pid] == family]
+    if len(members) < 2:
+        return None
+    return members[(members.index(problem_id) + 1) % len(members)]
+
+
+def _plan_interventions(config: ExperimentConfig, model: str, selection: ProblemSelection,
+                        problem_hashes: dict[str, str], targets: dict[str, str], cfg: dict[str, str], template: str,
+                        add: Callable[[Trial], None]) -> None:
+    """The intervention twins of the model's skill arms (after all its benchmark trials: a placebo reads another
+    problem's solo). Raises ExperimentConfigError for a placebo whose problem has no other of its family."""
+    for i, spec in enumerate(config.interventions):
+        if not spec.on_benchmark:
+            continue
+        for arm_name in spec.arms:
+            dsl, _, source = _ARMS[arm_name]
+            assert source is not None
+            config_hash = _with_intervention(cfg[dsl], spec)
+            for pid in selection.campaign:
+                donor = placebo_donor(pid, selection.campaign, selection.family_of) if spec.kind == "placebo" \
+                    else None
+                if spec.kind == "placebo" and donor is None:
+                    raise ExperimentConfigError(
+                        f"interventions[{i}]: placebo: {pid} has no other problem of family "
+                        f"'{selection.family_of[pid]}' in the campaign to take a SKILL.md from")
+                for r in range(config.replicates):
+                    control = f"{model}/{pid}/r{r}/{arm_name}"
+                    own_source = f"{model}/{pid}/r{r}/{source}"
+                    for token in spec.tokens():
+                        # What each waits on: the SKILL.md it reads (skill_from), and what sizes its hand-off — the
+                        # placebo its own source's length, the budget-matched solo its control's spend.
+                        solo = spec.kind == "budget_matched_solo"
+                        skill_from = None if solo else (f"{model}/{donor}/r{r}/{source}" if donor else own_source)
+                        after: tuple[str, ...] = (control,) if solo else (own_source,) if donor else ()
+                        add(Trial(trial_id=f"{control}{SEPARATOR}{token}", model=model, problem_id=pid, dsl=dsl,
+                                  target=targets[dsl], arm="solo" if solo else "skill", kind="intervention",
+                                  replicate=r, skill_from=skill_from, arm_name=f"{arm_name}{SEPARATOR}{token}",
+                                  config_hash=config_hash, problem_hash=problem_hashes[pid], template_hash=template,
+                                  after=after))
 
 
 def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], problem_hashes: dict[str, str],
@@ -181,18 +241,26 @@ def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], p
     starts = chains.start_dsls
     hop_dsls = {start: [chains.hop_dsl(start, k) for k in range(chains.hops)] for start in starts}
     hop_names = [f"h{k}" for k in range(chains.hops)]
+    ungated = len(starts) * chains.per_cell
+    gates = config.chain_gates
+    gated_cfg = [{dsl: _with_intervention(cfg[dsl], gate) for dsl in cfg} for gate in gates]
     for pid in problem_ids:
         phash = problem_hashes[pid]
-        for c in range(len(starts) * chains.per_cell):
-            start = starts[c // chains.per_cell]
+        for c in range(ungated * (1 + len(gates))):
+            twin, g = c % ungated, c // ungated    # g = 0: the plain chain; g >= 1: gated twin of chain `twin`
+            start = starts[twin // chains.per_cell]
             prefix = f"{chain_id_of(model, pid, c)}/"
+            arm_name = f"chain{twin}{SEPARATOR}{gate_token(gates[g - 1].mode)}" if g else None
+            hashes = gated_cfg[g - 1] if g else cfg
             previous: Optional[str] = None
             for k, dsl in enumerate(hop_dsls[start]):
                 tid = prefix + hop_names[k]
                 add(Trial(trial_id=tid, model=model, problem_id=pid, dsl=dsl, target=targets[dsl],
                           arm="skill" if previous else "solo", kind="chain_hop", chain=c, hop=k, skill_from=previous,
-                          config_hash=cfg[dsl], problem_hash=phash, template_hash=template))
+                          arm_name=arm_name, config_hash=hashes[dsl], problem_hash=phash, template_hash=template))
                 previous = tid
+            if g:
+                continue    # a gated chain pairs with its twin's baselines
             for dsl in chains.dsls_used(start):
                 for r in range(baselines):
                     add(Trial(trial_id=f"{prefix}base_{dsl}_r{r}", model=model, problem_id=pid, dsl=dsl,

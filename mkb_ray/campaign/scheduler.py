@@ -25,8 +25,9 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
+from .handoff import HandOffBuilder, needs_hand_off
 from .model_health import ModelHealth
 from .placement import Placement
 from .protocols import ModelServers, OutcomeStore
@@ -35,7 +36,7 @@ from .trial_task import TrialContext, execute_batch
 from .services import EvaluatorPool
 from .spool import DurableParts, ingest_spool, spool_key
 from .submit import DemandSignal, DirectSubmitter, LauncherSubmitter, Launch, Submitter
-from ..records import Trial, TrialOutcome
+from ..records import HandOff, Trial, TrialOutcome
 
 if TYPE_CHECKING:
     from ..models.roster import ModelSpec
@@ -115,13 +116,14 @@ class Scheduler:
                  settings: SchedulerSettings = SchedulerSettings(),
                  on_progress: Optional[Callable[[Progress], None]] = None,
                  task: Optional[Callable[..., list[TrialOutcome]]] = None, durable: Optional[DurableParts] = None,
-                 placement: Placement = Placement()) -> None:
+                 placement: Placement = Placement(), hand_offs: Optional[HandOffBuilder] = None) -> None:
         self.plan, self.store, self.models = plan, store, models
         self.services, self.evaluator = services, evaluator
         self.settings = settings
         self.on_progress = on_progress
         self.task = task or execute_batch  # the Ray task body; tests inject faults through it
         self.durable, self.placement = durable, placement
+        self.hand_offs = hand_offs   # intervention trials' hand-offs (None: made on first need, no ablation specs)
         self.spool = durable.spool if durable is not None else None
         self.synthetic = plan.synthetic
         # Synthetic draws are batched many to a Ray task (they cost ~0.3 ms each); trials that call a real judge or
@@ -148,12 +150,18 @@ class Scheduler:
             position = index(trial.trial_id)
             heapq.heappush(self._queues.setdefault(trial.model, []), (-tail[position], position, trial))
 
-    def _source_skill(self, trial: Trial) -> Optional[str]:
-        if trial.skill_from is None:
-            return None
-        text = self._skills.get(trial.skill_from)
-        if text is None:
-            text = self.store.skill_text(trial.skill_from) or ""
+    def _source_skill(self, trial: Trial) -> Optional[Union[str, HandOff]]:
+        """What the trial reads: its source's SKILL.md, or for an intervention trial (or a gated chain hop) the
+        hand-off made from it (campaign/handoff.py)."""
+        text: Optional[str] = None
+        if trial.skill_from is not None:
+            text = self._skills.get(trial.skill_from)
+            if text is None:
+                text = self.store.skill_text(trial.skill_from) or ""
+        if needs_hand_off(trial):
+            if self.hand_offs is None:
+                self.hand_offs = HandOffBuilder(self.store, {})  # type: ignore[arg-type]
+            return self.hand_offs.build(trial, text or "")
         return text
 
     def _limit(self, model: str) -> int:

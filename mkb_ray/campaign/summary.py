@@ -27,13 +27,15 @@ class RunSummary:
 
 
 def group_of(row: Any) -> str:
-    """The row's arm for reporting: the benchmark arm name, `chain h<k> (<dsl>)`, or `chain base (<dsl>)`."""
-    if row.kind == "benchmark":
+    """The row's arm for reporting: the benchmark or intervention arm name, `chain h<k> (<dsl>)` (`gated chain
+    ...` for a gated twin's hops), or `chain base (<dsl>)`."""
+    if row.kind in ("benchmark", "intervention"):
         return row.arm_name or f"{row.arm}_{row.dsl}"
     if row.kind == "chain_hop":
         # Long chains are summarised by decade of hops (a 100-hop chain would otherwise print 100 rows).
         hops = str(row.hop) if row.hop < 3 else _decade(row.hop)
-        return f"chain h{hops} ({row.dsl})"
+        gated = row.arm_name.partition("~")[2] if row.arm_name else ""
+        return f"{'gated chain' if gated else 'chain'} h{hops} ({row.dsl}){f' {gated}' if gated else ''}"
     return f"chain base ({row.dsl})"
 
 

@@ -17,9 +17,13 @@ import tempfile
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
-from ..records import Trial, TrialOutcome
+from ..records import HandOff, Trial, TrialOutcome
+from ..records.intervention import HAND_OFF_ARTIFACT
+
+# What a trial reads: its source's SKILL.md (None for a solo), or an intervention's hand-off.
+SkillInput = Optional[Union[str, HandOff]]
 
 # Attempt files kept as artifacts (everything the attempt runner writes; see mkb_ray.agents.run_attempt).
 _SKIP_SUFFIXES = (".tmp",)
@@ -61,28 +65,83 @@ def outcome_from_attempt(trial: Trial, out_dir: Path) -> TrialOutcome:
                         tokens=record.prompt_tokens + record.completion_tokens)
 
 
-async def run_real_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any,
+def _budget_json(ctx: TrialContext, hand: Optional[HandOff]) -> str:
+    """The campaign's budget, plus a budget-matched solo's extra time and tokens."""
+    if hand is None or (not hand.extra_wall_s and not hand.extra_tokens):
+        return ctx.budget_json
+    from ..records import BudgetSpec
+
+    budget = BudgetSpec.model_validate_json(ctx.budget_json)
+    update: dict[str, Any] = {"wall_clock_s": budget.wall_clock_s + hand.extra_wall_s}
+    if budget.tokens is not None:
+        update["tokens"] = budget.tokens + hand.extra_tokens
+    return budget.model_copy(update=update).model_dump_json()
+
+
+def _with_hand_off(outcome: TrialOutcome, hand: HandOff) -> TrialOutcome:
+    """The outcome with what an intervention handed the attempt: the text as an artifact (`hand_off.md`, so the
+    report and the planted-effect check read exactly what the attempt read) and the note in its record's notes."""
+    artifacts = dict(outcome.artifacts)
+    if hand.text:
+        artifacts[HAND_OFF_ARTIFACT] = hand.text.encode()
+    if not hand.note or outcome.record_json is None:
+        return replace(outcome, artifacts=artifacts)
+    from ..records import AttemptRecord
+
+    record = AttemptRecord.model_validate_json(outcome.record_json)
+    record.notes.append(hand.note)
+    record_json = record.model_dump_json(indent=2)
+    if "record.json" in artifacts:
+        artifacts["record.json"] = record_json.encode()
+    return replace(outcome, record_json=record_json, artifacts=artifacts)
+
+
+def identical_outcome(trial: Trial, hand: HandOff, ctx: TrialContext) -> TrialOutcome:
+    """The stored outcome of an intervention trial whose hand-off is its control's exact text: not run, skipped."""
+    import datetime
+
+    from ..records import AttemptConfig, AttemptRecord, BudgetSpec
+
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    skill_path = Path("source_SKILL.md") if trial.arm == "skill" else None
+    config = AttemptConfig(problem_id=trial.problem_id, dsl=trial.dsl, target=trial.target, model=trial.model,
+                           agent=ctx.agent, arm=trial.arm, skill_path=skill_path,
+                           budget=BudgetSpec.model_validate_json(ctx.budget_json), out_dir=Path("."),
+                           attempt_id=trial.trial_id)
+    record = AttemptRecord(config=config, status="skipped", stop_reason="identical_hand_off",
+                           synthetic=ctx.synthetic_json is not None, problem_hash=trial.problem_hash or None,
+                           template_hash=trial.template_hash, model=trial.model, started_at=now, finished_at=now,
+                           skill_md_path="SKILL.md",
+                           notes=[hand.note, f"not run: the hand-off is byte-identical to {hand.identical_to}'s"])
+    return TrialOutcome(trial_id=trial.trial_id, status="skipped", record_json=record.model_dump_json(),
+                        artifacts={"SKILL.md": b""}, synthetic=record.synthetic, skill_md="")
+
+
+async def run_real_trial(trial: Trial, source_skill: SkillInput, ctx: TrialContext, spec: Any,
                          api_base: Optional[str], evaluator: Any) -> TrialOutcome:
     """One real attempt: the roster model `spec` (served at `api_base`, or its provider API) and the evaluator."""
     from ..agents.run_attempt import run_attempt
     from ..llm.client import LLMClient
     from ..records import AttemptConfig, BudgetSpec
 
+    hand = source_skill if isinstance(source_skill, HandOff) else None
+    text = hand.text if hand is not None else source_skill
     work = Path(tempfile.mkdtemp(prefix="mkb-trial-"))
     try:
         skill_path = None
         if trial.arm == "skill":
             skill_path = work / "source_SKILL.md"
-            skill_path.write_text(source_skill or "", encoding="utf-8")
+            skill_path.write_text(text or "", encoding="utf-8")
         out_dir = work / "attempt"
         config = AttemptConfig(problem_id=trial.problem_id, dsl=trial.dsl, target=trial.target, model=trial.model,
                                agent=ctx.agent, arm=trial.arm, skill_path=skill_path,
-                               budget=BudgetSpec.model_validate_json(ctx.budget_json), seed=None, out_dir=out_dir,
-                               attempt_id=trial.trial_id)
+                               budget=BudgetSpec.model_validate_json(_budget_json(ctx, hand)), seed=None,
+                               out_dir=out_dir, attempt_id=trial.trial_id)
         client = LLMClient(spec, api_base if spec.is_local else None, session_id=trial.trial_id)
         root = Path(ctx.problems_root) if ctx.problems_root else None
         await run_attempt(config, client, evaluator, problems_root=root)
-        return outcome_from_attempt(trial, out_dir)
+        outcome = outcome_from_attempt(trial, out_dir)
+        return _with_hand_off(outcome, hand) if hand is not None else outcome
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -113,15 +172,22 @@ async def _judge_for_real(trial: Trial, outcome: TrialOutcome, ctx: TrialContext
     return replace(outcome, record_json=record.model_dump_json(), artifacts=artifacts, final_tier=verdict.tier)
 
 
-def execute_trial(trial: Trial, source_skill: Optional[str], ctx: TrialContext, spec: Any = None,
+def execute_trial(trial: Trial, source_skill: SkillInput, ctx: TrialContext, spec: Any = None,
                   api_base: Optional[str] = None, evaluator: Any = None) -> TrialOutcome:
     """The Ray task body (synchronous entry point): one trial, real or synthetic. Synthetic draws run without an
-    event loop: they are the hot path of a 10^5-attempt campaign."""
+    event loop: they are the hot path of a 10^5-attempt campaign. An intervention trial whose hand-off is its
+    control's exact text is not run (`identical_outcome`)."""
+    if isinstance(source_skill, HandOff) and source_skill.identical_to is not None:
+        return identical_outcome(trial, source_skill, ctx)
     if ctx.synthetic_json is None:
         return asyncio.run(run_real_trial(trial, source_skill, ctx, spec, api_base, evaluator))
     from ..synthetic import synthetic_outcome
 
-    outcome = synthetic_outcome(trial, source_skill, _synthetic_spec(ctx.synthetic_json))
+    hand = source_skill if isinstance(source_skill, HandOff) else None
+    outcome = synthetic_outcome(trial, hand.text if hand is not None else source_skill,
+                                _synthetic_spec(ctx.synthetic_json))
+    if hand is not None:
+        outcome = _with_hand_off(outcome, hand)
     if ctx.real_judge and evaluator is not None and outcome.status == "completed":
         return asyncio.run(_judge_for_real(trial, outcome, ctx, evaluator))
     return outcome
@@ -135,7 +201,7 @@ def _synthetic_spec(spec_json: str) -> Any:
     return SyntheticSpec.model_validate_json(spec_json)
 
 
-def execute_batch(trials: list[Trial], skills: list[Optional[str]], ctx: TrialContext,
+def execute_batch(trials: list[Trial], skills: list[SkillInput], ctx: TrialContext,
                   spec: Any, api_base: Optional[str], evaluator: Any) -> list[TrialOutcome]:
     """The Ray task: run trials one after another (synthetic batches; real trials come one per task). On a
     cluster run (`ctx.shared_run_dir`) the task leaves its outcomes, artifacts included, in the run's spool

@@ -19,9 +19,11 @@ AttemptStatus = Literal["completed", "skipped", "error"]
 # Why the agent loop stopped. `finished`: the agent said it was done; `submissions`: the submission budget was
 # spent; `wall_clock`, `tokens`, `max_turns`: those budgets ran out; `llm_error`: the model endpoint kept failing;
 # `context_overflow`: the conversation no longer fits the model's context; `empty_source_skill`: a skill attempt
-# whose source SKILL.md is empty (the attempt is skipped); `error`: an infrastructure failure (see `error`).
+# whose source SKILL.md is empty (the attempt is skipped); `identical_hand_off`: an intervention trial whose hand-off
+# is byte-identical to its control's (an ablation that removed nothing: skipped, its effect is 0 by construction);
+# `error`: an infrastructure failure (see `error`).
 StopReason = Literal["finished", "submissions", "wall_clock", "tokens", "max_turns", "llm_error",
-                     "context_overflow", "empty_source_skill", "error"]
+                     "context_overflow", "empty_source_skill", "identical_hand_off", "error"]
 
 
 class _Record(BaseModel):

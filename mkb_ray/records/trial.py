@@ -6,6 +6,8 @@ A trial's id is deterministic, so a rerun of the same config finds the same ids 
     benchmark arms   <model>/<problem>/r<k>/<arm>          arm in solo_cutedsl, solo_tirx, cutedsl2tirx_skill, ...
     chain hops       <model>/<problem>/chain<c>/h<k>       hop 0 solo, hop k>=1 conditioned on hop k-1's SKILL.md
     chain baselines  <model>/<problem>/chain<c>/base_<dsl>_r<k>   solo attempts in a hop's DSL, for pairing
+    interventions    <model>/<problem>/r<k>/<skill arm>~<token>   a skill arm's twin with one thing changed
+                     (records/intervention.py)
 Trials are plain frozen dataclasses with slots (not pydantic): a 100-hop campaign plans ~10^5 of them.
 """
 from __future__ import annotations
@@ -36,7 +38,7 @@ class Trial:
     dsl: Dsl
     target: Target
     arm: Literal["solo", "skill"]
-    kind: Literal["benchmark", "chain_hop", "chain_base"]
+    kind: Literal["benchmark", "chain_hop", "chain_base", "intervention"]
     replicate: int = 0
     chain: Optional[int] = None          # chain index within its (model, problem) cell
     hop: Optional[int] = None            # 0-based hop within the chain
@@ -45,10 +47,13 @@ class Trial:
     config_hash: str = ""                # sha256 over what shapes this trial's attempt (model spec, budget, agent)
     problem_hash: str = ""               # sha256 of the problem file + sidecar
     template_hash: str = ""              # sha256 of the agent templates
+    after: tuple[str, ...] = ()          # trials it also waits on without reading their SKILL.md (an intervention's
+                                         # control: the placebo's length, the budget-matched solo's spend)
 
     @property
     def depends_on(self) -> tuple[str, ...]:
-        return (self.skill_from,) if self.skill_from else ()
+        head = (self.skill_from,) if self.skill_from else ()
+        return head + self.after if self.after else head
 
 
 @dataclass(frozen=True, slots=True)

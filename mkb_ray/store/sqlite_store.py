@@ -424,6 +424,18 @@ class RunStore:
             row = self._conn.execute("SELECT record_sha FROM trials WHERE trial_id = ?", (trial_id,)).fetchone()
         return None if row is None or row[0] is None else self.artifacts.get(row[0]).decode("utf-8")
 
+    def artifact_text(self, trial_id: str, name: str) -> Optional[str]:
+        """One artifact file of a done trial (e.g. 'transcript.jsonl'), as text; None when it has no such file."""
+        with self._lock:
+            row = self._conn.execute("SELECT sha256 FROM artifacts WHERE trial_id = ? AND name = ?",
+                                     (trial_id, name)).fetchone()
+        if row is None:
+            return None
+        try:
+            return self.artifacts.get(row[0]).decode("utf-8", errors="replace")
+        except ArtifactMissing:
+            return None
+
     def _query_ids(self, sql: str, ids: Sequence[str]) -> list[tuple[Any, ...]]:
         out: list[tuple[Any, ...]] = []
         for start in range(0, len(ids), _CHUNK):

@@ -230,7 +230,10 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
                                 artifacts={"SKILL.md": b""}, synthetic=True, skill_md="")
 
     rng = random.Random(key)
-    source_claims = parse_skill(source) if trial.arm == "skill" else []
+    # An intervention's hand-off may have cut claims out of the source (claim ablation, placebo trim, gate): those
+    # claims are gone, not malformed.
+    edited = trial.arm_name is not None and "~" in trial.arm_name
+    source_claims = parse_skill(source, strict=not edited) if trial.arm == "skill" else []
     closure = spec_taxonomy(spec.taxonomy).closure_category
     closure_claims = sum(c.category == closure for c in source_claims)
     closure_share = closure_claims / len(source_claims) if source_claims else 0.0

@@ -203,9 +203,11 @@ _BUILDERS = {"bullets": _bullets, "numbered": _numbered, "prose": _prose, "secti
 
 # --- reading back -------------------------------------------------------------------------------------------------
 
-def parse_skill(text: Optional[str]) -> list[SyntheticClaim]:
+def parse_skill(text: Optional[str], strict: bool = True) -> list[SyntheticClaim]:
     """The claims of a SKILL.md written by `render_skill`, in document order. Text without ground-truth comments (a
-    file not written by synthetic mode) has no claims; a comment whose claim text does not follow it is an error."""
+    file not written by synthetic mode) has no claims; a comment whose claim text does not follow it is an error, or
+    with `strict` False a claim that is no longer there (an intervention's edit cut it: the reader sees no such
+    claim, so the generator must not count it)."""
     if not text:
         return []
     claims: list[SyntheticClaim] = []
@@ -217,6 +219,8 @@ def parse_skill(text: Optional[str]) -> list[SyntheticClaim]:
         slots = _decode_slots(slot_text)
         body = claim_text(cat, idea, int(var), mod, slots)  # type: ignore[arg-type]
         if not _follows(text, m.end(), body):
+            if not strict:
+                continue
             raise ValueError(f"claim {claim_id}: the text after its comment is not its ground-truth text {body!r}")
         claims.append(SyntheticClaim(claim_id, () if parents == "-" else tuple(parents.split(",")), cat,
                                      mod, idea, int(var), slots, body, edge))  # type: ignore[arg-type]
