@@ -3,12 +3,12 @@ stored edges, and each hop's outcome next to its chain's solo baseline in the sa
 writes it."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..records import chain_id_of
 from ..records.claims import LineageEdgeRecord
-from ..records.intervention import parse_arm
+from ..records.intervention import chain_variant
 from ..store import RunStore
 from .cells import result_rows
 from .chains import hop_outcomes
@@ -21,12 +21,18 @@ class LineageData:
     edges: list[LineageEdgeRecord]
     outcomes: list[HopOutcome]
     texts: dict[str, str]          # claim id -> text, for drill-down and GraphML
+    # chain id -> its intervention token ('' for a plain chain; records/intervention.chain_variant)
+    variants: dict[str, str] = field(default_factory=dict)
 
-
-def _gate(arm_name: Optional[str]) -> str:
-    """A chain's verification gate from its hops' arm name ('' for a plain chain)."""
-    ref = parse_arm(arm_name)
-    return ref.mode or "" if ref is not None and ref.kind == "verification_gate" else ""
+    def plain(self) -> "LineageData":
+        """Only the plain chains: what the propagation headline describes (gated twins and containment probes are
+        compared with them separately: analysis/gate_chains.py, analysis/containment.py)."""
+        if not any(self.variants.values()):
+            return self
+        keep = {c for c, v in self.variants.items() if not v}
+        return LineageData([n for n in self.nodes if n.chain_id in keep], [e for e in self.edges if e.chain_id in keep],
+                           [o for o in self.outcomes if o.chain_id in keep], self.texts,
+                           {c: v for c, v in self.variants.items() if c in keep})
 
 
 def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
@@ -39,7 +45,7 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
     if chain is not None:
         hops = [h for h in hops if h[0] == chain]
     start_dsl = {c: r.dsl for c, k, r in hops if k == 0}
-    gate = {c: _gate(r.arm_name) for c, k, r in hops if k == 0}
+    variant = {c: chain_variant(r.arm_name) for c, k, r in hops if k == 0}
     by_chain: dict[str, list] = {}
     for chain_id, hop, row in sorted(hops, key=lambda h: (h[0], h[1])):
         by_chain.setdefault(chain_id, []).append((hop, row))
@@ -56,8 +62,8 @@ def load_lineage(store: RunStore, matcher: str, annotator: str, taxonomy: str,
                                        modality=a.modality if annotated else None,
                                        support=a.support if annotated else None,
                                        model=row.model, start_dsl=start_dsl.get(chain_id, ""), dsl=row.dsl,
-                                       gate=gate.get(chain_id, "")))
+                                       variant=variant.get(chain_id, "")))
                 texts.setdefault(claim.claim_id, claim.text)
     edges = [e for e in store.claims.lineage_edges(matcher=matcher) if chain is None or e.chain_id == chain]
     outcomes = [o for o in hop_outcomes(result_rows(store)) if chain is None or o.chain_id == chain]
-    return LineageData(nodes, edges, outcomes, texts)
+    return LineageData(nodes, edges, outcomes, texts, variant)

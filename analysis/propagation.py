@@ -9,8 +9,9 @@ last claim's hop; a hop in between without claims counts as a SKILL.md with no c
 Conventions shared by the metrics.
 - "Live" edges are all edge types except `contradicted`: a contradicted child denies its parent, it does not carry it.
 - Grouping (`by`): chain-level keys `model`, `start_dsl`, `pattern` ('same' when every hop is in the start DSL,
-  else 'alternate'), `gate` ('' for a plain chain, 'remove' / 'mark' for a verification-gated twin: every hop read
-  its predecessor's SKILL.md through the gate, records/intervention.py), and for per-hop metrics also hop-level
+  else 'alternate'), `variant` ('' for a plain chain; `gate-remove` / `gate-mark` for a verification-gated twin whose
+  every hop read its predecessor's SKILL.md through the gate; `probe...` for a containment probe:
+  records/intervention.py), and for per-hop metrics also hop-level
   keys `dsl` and `direction` ('<dsl of hop k-1>2<dsl of hop k>', 'solo' at a chain's first hop).
 - Confidence intervals: percentile bootstrap over chains (chains resampled with replacement within each chain-level
   group, `n_boot` replicates, numpy's default_rng(seed)); `n_boot=0` gives no intervals (None).
@@ -32,7 +33,7 @@ from .bootstrap import Bootstrap, percentile_columns
 from .paired import PairingRules, compare
 
 UNANNOTATED = "unannotated"
-CHAIN_KEYS: tuple[str, ...] = ("model", "start_dsl", "pattern", "gate")
+CHAIN_KEYS: tuple[str, ...] = ("model", "start_dsl", "pattern", "variant")
 HOP_KEYS: tuple[str, ...] = ("dsl", "direction")
 PASSING_TIERS: frozenset[str] = frozenset({"pass", "pass2x"})
 CARRY_EDGES: frozenset[str] = frozenset({"copied", "paraphrased", "strengthened", "merged", "split"})
@@ -43,8 +44,8 @@ _MOD_RANK = {m: i for i, m in enumerate(MODALITIES)}
 
 @dataclass(frozen=True, slots=True)
 class ClaimNode:
-    """One claim of one hop's SKILL.md, as annotated. `start_dsl` is the chain's hop-0 DSL, `dsl` this hop's; `gate`
-    the chain's verification gate ('' for none)."""
+    """One claim of one hop's SKILL.md, as annotated. `start_dsl` is the chain's hop-0 DSL, `dsl` this hop's;
+    `variant` the chain's intervention token ('' for a plain chain: records/intervention.chain_variant)."""
 
     chain_id: str
     hop: int
@@ -55,7 +56,7 @@ class ClaimNode:
     model: str = ""
     start_dsl: str = ""
     dsl: str = ""
-    gate: str = ""
+    variant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +160,7 @@ def _index(nodes: Iterable[ClaimNode], edges: Iterable[LineageEdgeRecord]) -> di
         pattern = "" if not dsls else ("same" if dsls <= {start.start_dsl or start.dsl} else "alternate")
         chains[cid] = _Chain(cid, first, last, table, dict(by_hop), defaultdict(list), defaultdict(list),
                              {"model": start.model, "start_dsl": start.start_dsl, "pattern": pattern,
-                              "gate": start.gate})
+                              "variant": start.variant})
     for e in edges:
         chain = chains.get(e.chain_id)
         parent, child = (e.hop - 1, e.parent_id), (e.hop, e.child_id)

@@ -15,7 +15,7 @@ from mkb_ray.models.roster import load_roster
 
 EXPERIMENTS = REPO / "experiments"
 SHIPPED = ["quickstart", "benchmark-6model", "chain-10", "chain-100", "scale-synthetic", "causal-benchmark",
-           "causal-chain-100", "causal-quickstart"]
+           "causal-chain-100", "causal-quickstart", "causal-containment"]
 MINIMAL = """\
 name: tiny
 models: [smollm2]
@@ -116,7 +116,7 @@ def test_interventions_load_typed_and_their_mistakes_name_the_field(tmp_path):
     ablation, gate = config.interventions
     assert ablation.tokens() == ["ablate-unsupported_closure", "ablate-claim0", "ablate-claim1"]
     assert ablation.arms == ["cutedsl2tirx_skill", "tirx2cutedsl_skill"] and ablation.annotator == "offline"
-    assert gate.tokens() == ["gate-mark"] and gate.on_benchmark and not config.chain_gates
+    assert gate.tokens() == ["gate-mark"] and gate.on_benchmark and not config.chain_variants
     cases = {
         "[{kind: ablate_skill}]": "interventions[0]: Input tag 'ablate_skill' found using 'kind' does not match",
         "[{kind: claim_ablation}]": "interventions[0].claim_ablation.categories: name at least one category",

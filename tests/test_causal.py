@@ -122,3 +122,39 @@ def test_the_planted_effect_of_a_pair_by_hand():
     assert pair_truth(spec, "m", "a/p", "tirx", "", "", margin=0.0) == TIE
     same = pair_truth(spec, "m", "a/p", "tirx", closure_skill(True), closure_skill(True), margin=0.0)
     assert same.net == pytest.approx(0.0) and same.help == pytest.approx(0.4 * 0.6)
+
+
+def test_gated_against_ungated_chains_by_hand():
+    """Two chains of one problem: the plain one copies its closure to every hop and is harmed at hops 1 and 2; its
+    gated twin loses the closure at hop 1 (the gate removed it) and ties its baseline. Closure survival at 1 hop:
+    1.0 plain, 0.0 gated; closure share of the last hop 1.0 vs 0.0; harm 1.0 vs 0.0, so d_harm -1."""
+    from mkb_ray.analysis.gate_chains import chain_variants, gate_chain_table
+    from mkb_ray.analysis.lineage_data import LineageData
+    from mkb_ray.analysis.propagation import ClaimNode, HopOutcome
+    from mkb_ray.records.claims import LineageEdgeRecord
+
+    plain, gated = "m/a/p/chain0", "m/a/p/chain1"
+    node = lambda chain, hop, cid, cat, v="": ClaimNode(chain, hop, cid, cat, "plain", "unsupported",  # noqa: E731
+                                                        model="m", start_dsl="tirx", dsl="tirx", variant=v)
+    nodes = [node(plain, k, f"c{k}", "unsupported_closure") for k in range(3)]
+    nodes += [node(gated, 0, "g0", "unsupported_closure", "gate-remove")]
+    nodes += [node(gated, k, f"w{k}", "workload_census", "gate-remove") for k in (1, 2)]
+    edge = lambda chain, hop, parent, child: LineageEdgeRecord(chain_id=chain, hop=hop, parent_id=parent,  # noqa: E731
+                                                               child_id=child, edge="copied", similarity=1.0,
+                                                               matcher="m")
+    edges = [edge(plain, 1, "c0", "c1"), edge(plain, 2, "c1", "c2"), edge(gated, 2, "w1", "w2")]
+    outcomes = [HopOutcome(plain, k, "fail", "pass", None, 1.0, "cpu") for k in (1, 2)]
+    outcomes += [HopOutcome(gated, k, "pass", "pass", 1.0, 1.0, "cpu") for k in (1, 2)]
+    rows = [{"kind": "chain_hop", "chain": c, "model": "m", "problem_id": "a/p",
+             "arm_name": "chain0~gate-remove" if c else None} for c in (0, 1)]
+    variants = chain_variants(rows)
+    assert variants == {plain: "", gated: "gate-remove"}
+    table = gate_chain_table(LineageData(nodes, edges, outcomes, {}, variants), variants, RULES, n_boot=0)
+    none, remove = table.iter_rows(named=True)
+    assert (none["gate"], none["chains"], remove["gate"], remove["chains"]) == ("none", 1, "remove", 1)
+    assert none["survival_1"] == pytest.approx(1.0) and remove["survival_1"] == pytest.approx(0.0)
+    assert none["closure_share_last"] == pytest.approx(1.0) and remove["closure_share_last"] == pytest.approx(0.0)
+    assert (none["hops"], none["harm"], none["help"]) == (2, pytest.approx(1.0), pytest.approx(0.0))
+    assert (remove["harm"], remove["d_harm"], remove["d_help"]) == (pytest.approx(0.0), pytest.approx(-1.0),
+                                                                    pytest.approx(0.0))
+    assert none["d_harm"] is None

@@ -112,6 +112,8 @@ def test_a_placebo_needs_another_problem_of_the_family(problems, roster):
     ("causal-benchmark", 74 * 3 * (4 + 2 * 10)),
     # 74 problems × 2 start DSLs × (100 hops + 100 gated hops + 2 DSLs × 3 baselines)
     ("causal-chain-100", 74 * 2 * (200 + 6)),
+    # 74 problems × 2 start DSLs × (10 hops + 3 probe chains × 10 hops + 2 DSLs × 3 baselines)
+    ("causal-containment", 74 * 2 * (40 + 6)),
 ])
 def test_the_shipped_causal_campaigns_plan(roster, name, per_model):
     plan = plan_campaign(load_experiment(EXPERIMENTS / f"{name}.yaml"), None, roster, has_gpu=True)
@@ -125,3 +127,16 @@ def test_the_causal_quickstart_plans_one_of_each(problems, roster):
     assert arms == {"solo_cutedsl": 2, "solo_tirx": 2, "cutedsl2tirx_skill": 2, "cutedsl2tirx_skill~ablate-claim0": 2,
                     "cutedsl2tirx_skill~placebo": 2, "cutedsl2tirx_skill~episodic": 2, "chain_hop": 3,
                     "chain_base": 2, "chain0~gate-remove": 3}
+
+
+def test_containment_probes_twin_every_chain_per_gate(problems, roster):
+    plan = plan_campaign(config(problems={"ids": [RMS]}, chains={"hops": 3, "baselines": 1}, interventions=[
+        {"kind": "containment_probe", "gates": ["none", "remove"], "within": 2}]), problems, roster, False)
+    chain = f"smollm2/{RMS}/chain"
+    assert [plan.by_id(f"{chain}{c}/h0").arm_name for c in range(3)] == [None, "chain0~probe",
+                                                                         "chain0~probe-gate-remove"]
+    assert parse_arm("chain0~probe").label == "probe, no gate"
+    assert parse_arm("chain0~probe-gate-remove").mode == "remove"
+    assert len(plan) == 3 * 3 + 2      # one baseline per DSL of the plain chain, none for the probes
+    with pytest.raises(ValueError, match="needs a `chains:` section of at least 2 hops"):
+        config(chains={"hops": 1}, interventions=[{"kind": "containment_probe"}])

@@ -221,11 +221,13 @@ def source_skill_shas(replicates: Sequence[CellReplicate]) -> set[str]:
 
 
 def chain_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Optional[TableView]:
-    """Help and harm of every chain hop against its chain's solo baseline in the hop's DSL, per hop
-    (analysis.chains.hop_curve); None when the run has no chain hops."""
+    """Help and harm of every plain chain's hop against its chain's solo baseline in the hop's DSL, per hop
+    (analysis.chains.hop_curve); None when the run has no chain hops. Gated twins and containment probes are left to
+    their own tables (lineage.py, containment.py)."""
+    from ...records.intervention import chain_variant
     from ..chains import hop_curve, hop_outcomes
 
-    outcomes = hop_outcomes(rows)
+    outcomes = hop_outcomes([r for r in rows if r["kind"] != "chain_hop" or not chain_variant(r["arm_name"])])
     if not outcomes:
         return None
     frame = hop_curve(outcomes, rules=rules, n_boot=n_boot)

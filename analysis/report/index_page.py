@@ -93,7 +93,7 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
                chains: Optional[TableView], lineage: LineageSection, claims: ClaimData, lift_svg: Optional[str],
                links: Mapping[str, list[Optional[str]]], n_trials: int, n_replicates: int,
                calibration: Optional[Calibration] = None, attribution: Sequence[TableView] = (),
-               causal: Optional[CausalSection] = None) -> str:
+               causal: Optional[CausalSection] = None, containment: Optional[TableView] = None) -> str:
     """The whole of index.html."""
     b, parts = macros(), macros("index_parts.html.j2")
 
@@ -131,6 +131,8 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
             content += b.nothing(f"planted effects: none: {causal.unplanted}")
         sections.append(Section("causal", "Which claims cause help or harm (intervention arms)"
                                 + (" (SYNTHETIC)" if causal.synthetic else ""), content))
+    if containment is not None:
+        sections.append(Section("containment", containment.title, block(containment)))
     if calibration is not None:
         sections.append(Section("calibration", "Planted vs recovered (SYNTHETIC)",
                                 parts.calibration_intro() + block(calibration.view) if calibration.view is not None
@@ -140,6 +142,7 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
     if lineage.headline is not None:
         harm = closure_harm(lineage.closure_harm)
         content = (block(lineage.headline) + (block(lineage.corrected) if lineage.corrected is not None else "")
+                   + (block(lineage.gated) if lineage.gated is not None else "")
                    + (parts.closure_harm(harm) if harm is not None else "")
                    + parts.lineage_plots(own_svg(inline_svg(lineage.survival_svg)),
                                          own_svg(inline_svg(lineage.prevalence_svg))))

@@ -20,7 +20,7 @@ from ..paired import PairingRules
 from ..propagation import UNANNOTATED, headline_table, index_chains, prevalence, survival
 from .claims import ClaimData
 from .trials import TrialIndex
-from .views import Column, Members, TableView, number, text
+from .views import Column, Members, TableView, integer, number, text
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ class LineageSection:
     problem: Optional[str] = None
     closure_harm: Optional[dict] = None    # analysis.chains.closure_harm of the closure category
     corrected: Optional[TableView] = None  # the closure headline corrected for the annotator's gold error
+    gated: Optional[TableView] = None      # verification-gated chains against plain ones (analysis/gate_chains.py)
 
 
 CLOSURE = "unsupported_closure"
@@ -61,9 +62,10 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
     prevalence plots written under `plots_dir`. An empty section when the store holds no lineage edges."""
     if not (claims.matcher and claims.annotator and claims.taxonomy):
         return LineageSection(None)
-    lineage = load_lineage(store, claims.matcher, claims.annotator, claims.taxonomy)
+    every = load_lineage(store, claims.matcher, claims.annotator, claims.taxonomy)
+    lineage = every.plain()   # the headline and plots describe the plain chains; gated twins get their own table
     if not lineage.nodes:
-        return LineageSection(None)
+        return LineageSection(None, gated=_gated_view(every, claims, rules, n_boot, trials))
     cats = claims.categories or None
     try:
         # One index for the headline, the survival curve and the prevalence plot: ~7 s of a chain-100 report.
@@ -87,8 +89,41 @@ def lineage_section(store: RunStore, claims: ClaimData, trials: TrialIndex, plot
         section.closure_harm = closure_harm(lineage.nodes, lineage.edges, lineage.outcomes, CLOSURE, rules,
                                             n_boot=n_boot)
     section.corrected = _corrected_view(lineage, claims, n_boot)
+    section.gated = _gated_view(every, claims, rules, n_boot, trials)
     _plots(section, lineage, chains, claims, plots_dir, n_boot)
     return section
+
+
+def _gated_view(lineage: LineageData, claims: ClaimData, rules: PairingRules, n_boot: int,
+                trials: TrialIndex) -> Optional[TableView]:
+    """Gated chains against plain ones: closure survival and share, help and harm per hop (None: no gated chain)."""
+    if not any(v.startswith("gate-") for v in lineage.variants.values()):
+        return None
+    from ..gate_chains import UNGATED, gate_chain_table
+
+    closure = claims.closure or CLOSURE
+    frame = gate_chain_table(lineage, lineage.variants, rules, closure, n_boot=n_boot)
+    hops_of: dict[str, list[str]] = defaultdict(list)
+    for (chain_id, _hop), tid in sorted(trials.hop_trial.items()):
+        variant = lineage.variants.get(chain_id)
+        if variant is not None and (variant == "" or variant.startswith("gate-")):
+            hops_of[variant.removeprefix("gate-") or UNGATED].append(tid)
+    members = [Members(f"Hops of the {row['gate']} chains", trial_ids=tuple(hops_of.get(row["gate"], ())))
+               for row in frame.iter_rows(named=True)]
+    columns = [Column("gate", text("gate"), False), Column("chains", integer("chains")),
+               Column(f"{closure} survival, 1 hop", number("survival_1", ci=True)),
+               Column("2 hops", number("survival_2", ci=True)),
+               Column(f"{closure} share, last hop", number("closure_share_last", ci=True)),
+               Column("hops ≥ 1", integer("hops")), Column("help", number("help", ci=True)),
+               Column("harm", number("harm", ci=True)), Column("Δhelp vs none", number("d_help", ci=True, sign=True)),
+               Column("Δharm vs none", number("d_harm", ci=True, sign=True))]
+    return TableView("gated_chains", "Verification gate: gated chains against plain ones", frame, columns, members,
+                     f"Each gated chain is the twin of a plain chain (same model, problem, start DSL); each of its "
+                     f"hops read the previous SKILL.md with the claims its verdicts did not back removed or marked. "
+                     f"Survival: Kaplan-Meier share of {closure} lineages with a live descendant 1 and 2 hops on "
+                     f"(bootstrap over chains); share: mean over chains of the last hop's {closure} share; help and "
+                     f"harm: hops ≥ 1 against the (twin's) solo baseline, intervals resampling problems. The "
+                     f"propagation headline above describes the plain chains only (docs/metrics.md).")
 
 
 def _corrected_view(lineage: LineageData, claims: ClaimData, n_boot: int) -> Optional[TableView]:

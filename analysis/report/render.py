@@ -39,6 +39,7 @@ from ..pairs import PairTable, score_pairs
 from .pair_pages import (HOPS_DIR, PAIRS_DIR, PAIRS_INDEX, chain_hops_of, hop_name, hop_pages, pair_name, pair_page,
                          pairs_index)
 from .causal import causal_view
+from .containment import containment_view
 from .data import benchmark_views, calibration_view, chain_view, enrichment_view, source_skill_shas
 from .lineage import lineage_section
 from .context import PageContext
@@ -214,13 +215,14 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
                 if header.synthetic else None
             lap("calibration")
             causal = causal_view(store, results, options.rules, options.n_boot, header.synthetic)
+            containment = containment_view(store, trials, header.synthetic, options.n_boot)
             lap("causal")
             lineage = lineage_section(store, claims, trials, out / "plots", options.lineage_n_boot, options.rules)
             lap("lineage")
             calibration_table = calibration.view if calibration is not None else None
             causal_table = causal.view if causal is not None else None
-            views = bench + [v for v in (enrichment, *attribution, causal_table, calibration_table, chains,
-                                         lineage.headline, lineage.corrected) if v is not None]
+            views = bench + [v for v in (enrichment, *attribution, causal_table, containment, calibration_table, chains,
+                                         lineage.headline, lineage.corrected, lineage.gated) if v is not None]
             tables = write_tables(views, out, header.name, header.synthetic)
             lift_svg = problem_lift_svg(next(v for v in bench if v.name == "problem_lift").frame)
             links = _list_pages(ctx, views, out)
@@ -243,7 +245,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             lap("paired_pages")
         index = out / "index.html"
         _write(index, index_page(header, bench, enrichment, chains, lineage, claims, lift_svg, links, len(trials.rows),
-                                 len(replicates), calibration, attribution, causal))
+                                 len(replicates), calibration, attribution, causal, containment))
         lap("index")
     seconds["total"] = time.monotonic() - began
     return ReportSummary(out, index, header.synthetic, len(trials.rows), len(rows),

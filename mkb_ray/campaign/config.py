@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..claims.taxonomy import DEFAULT_TAXONOMY
 from ..problems import FAMILIES
 from ..records import BudgetSpec
-from ..records.intervention import PLAIN_TOKENS, ablation_token, gate_token
+from ..records.intervention import PLAIN_TOKENS, ablation_token, gate_token, probe_token
 from ..synthetic.spec import SyntheticSpec
 
 if TYPE_CHECKING:
@@ -217,8 +217,42 @@ class VerificationGate(_Intervention):
         return self.benchmark
 
 
-InterventionSpec = Annotated[Union[ClaimAblation, Placebo, BudgetMatchedSolo, Episodic, VerificationGate],
-                             Field(discriminator="kind")]
+# The default planted closure: false for every problem of the suite (each has a solution faster than eager) and the
+# claim the synthetic probe plants (synthetic/plant.py), so real and synthetic probes look for the same words.
+PLANTED_CLOSURE = ("Eager PyTorch is already the best anyone could ever do for this fused operator, so a custom "
+                   "kernel is always wasted effort.")
+
+
+class ContainmentProbe(_Intervention):
+    """Chains seeded with a planted false closure: for each chain, a twin per entry of `gates` whose hop 1 reads hop
+    0's SKILL.md with `claim` added as its last item (with a gate, every hop k >= 1 then reads through it). The
+    report gives the share of probe chains whose SKILL.md at hop `within` no longer holds the claim (a match at the
+    lineage matcher's one-sided threshold), beside the plain chains' share of the same claim (none)."""
+
+    kind: Literal["containment_probe"]
+    claim: str = Field(PLANTED_CLOSURE, min_length=10, description="the planted false closure (synthetic campaigns "
+                                                                   "plant synthetic/plant.py's, the same words)")
+    gates: list[Literal["none", "remove", "mark"]] = Field(default_factory=lambda: ["none", "remove"], min_length=1,
+                                                           description="one probe chain per entry")
+    within: int = Field(3, ge=1, description="k: the claim is contained when hop k's SKILL.md no longer holds it")
+
+    @field_validator("gates")
+    @classmethod
+    def _distinct(cls, gates: list[str]) -> list[str]:
+        if len(set(gates)) != len(gates):
+            raise ValueError("a gate is listed twice")
+        return gates
+
+    def tokens(self) -> list[str]:
+        return [probe_token(None if g == "none" else g) for g in self.gates]  # type: ignore[arg-type]
+
+    @property
+    def on_benchmark(self) -> bool:
+        return False
+
+
+InterventionSpec = Annotated[Union[ClaimAblation, Placebo, BudgetMatchedSolo, Episodic, VerificationGate,
+                                   ContainmentProbe], Field(discriminator="kind")]
 
 
 class SchedulerSpec(_Strict):
@@ -307,6 +341,9 @@ class ExperimentConfig(_Strict):
         for i, spec in enumerate(self.interventions):
             if isinstance(spec, VerificationGate) and spec.chains and self.chains is None:
                 raise ValueError(f"interventions[{i}].chains: gated chains need a `chains:` section to twin")
+            if isinstance(spec, ContainmentProbe) and (self.chains is None or self.chains.hops < 2):
+                raise ValueError(f"interventions[{i}].kind: a containment probe plants into hop 1 of the chains: it "
+                                 f"needs a `chains:` section of at least 2 hops")
             if isinstance(spec, VerificationGate) and not (spec.chains or spec.benchmark):
                 raise ValueError(f"interventions[{i}].benchmark: a gate on neither the benchmark nor the chains "
                                  f"plans nothing")
@@ -329,9 +366,12 @@ class ExperimentConfig(_Strict):
         return [i for i in self.interventions if i.on_benchmark]
 
     @property
-    def chain_gates(self) -> list[Any]:
-        """The verification gates with a gated twin of every chain, in config order."""
-        return [i for i in self.interventions if isinstance(i, VerificationGate) and i.chains]
+    def chain_variants(self) -> list[tuple[str, Any]]:
+        """(token, spec) of every twin each chain gets, in config order: the gated twins of the verification gates
+        with `chains: true`, then the containment probes' chains."""
+        return [(token, i) for i in self.interventions
+                if (isinstance(i, VerificationGate) and i.chains) or isinstance(i, ContainmentProbe)
+                for token in i.tokens()]
 
     @property
     def chain_baselines(self) -> int:

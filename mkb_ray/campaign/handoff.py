@@ -11,7 +11,10 @@ and applies the pure transforms of `mkb_ray.interventions`:
 - budget-matched solo: no skill; extra wall-clock and tokens as much as the control spent reading its skill;
 - episodic: the source attempt's transcript and verdicts, excerpted to the SKILL.md's length;
 - verification gate (benchmark twins and every hop k >= 1 of a gated chain): the claims the source's own verdicts do
-  not back, removed or marked.
+  not back, removed or marked;
+- containment probe (a probe chain's hops): at hop 1, hop 0's SKILL.md with the planted false closure added as its
+  last item (in synthetic mode the synthetic closure of `synthetic/plant.py`, which the generator reads); with a gate,
+  every hop k >= 1 then reads through it.
 
 An ablation or a benchmark gate that changes nothing hands on the control's exact text: the trial is then not run
 (`HandOff.identical_to`), since its effect is zero by construction.
@@ -39,16 +42,20 @@ class HandOffBuilder:
     """Builds hand-offs from the run's store. `ablations`: the config's claim-ablation specs (their annotators and
     taxonomies), by arm token; annotators are made on first use and kept."""
 
-    def __init__(self, store: "RunStore", ablation_specs: dict[str, Any]) -> None:
+    def __init__(self, store: "RunStore", ablation_specs: dict[str, Any], probe_specs: Optional[dict[str, Any]] = None,
+                 synthetic: bool = False) -> None:
         self.store = store
         self.ablation_specs = ablation_specs
+        self.probe_specs = probe_specs or {}
+        self.synthetic = synthetic
         self._annotators: dict[tuple[str, str], Any] = {}
 
     @classmethod
     def for_config(cls, store: "RunStore", config: Any) -> "HandOffBuilder":
-        specs = {token: spec for spec in config.interventions if spec.kind == "claim_ablation"
-                 for token in spec.tokens()}
-        return cls(store, specs)
+        def by_token(kind: str) -> dict[str, Any]:
+            return {token: spec for spec in config.interventions if spec.kind == kind for token in spec.tokens()}
+
+        return cls(store, by_token("claim_ablation"), by_token("containment_probe"), config.is_synthetic)
 
     # -- store reads -------------------------------------------------------------------------------------------
     def _record(self, trial_id: Optional[str]) -> Optional[AttemptRecord]:
@@ -85,6 +92,8 @@ class HandOffBuilder:
         assert ref is not None, trial.trial_id
         if ref.kind == "verification_gate":
             return self._gate(trial, ref, source_text)
+        if ref.kind == "containment_probe":
+            return self._probe(trial, ref, source_text)
         if ref.kind == "claim_ablation":
             return self._ablate(trial, ref, source_text)
         if ref.kind == "placebo":
@@ -118,6 +127,24 @@ class HandOffBuilder:
         note = (f"verification gate ({ref.mode}): of {result.kept + result.removed + result.marked} claims, "
                 f"{result.removed} removed and {result.marked} marked as not backed by {trial.skill_from}'s verdicts")
         return HandOff(result.text, note=note, identical_to=self._identical(trial, ref, result.text, source_text))
+
+    def _probe(self, trial: Trial, ref: InterventionRef, source_text: str) -> HandOff:
+        text, notes = source_text, []
+        if trial.hop == 1:
+            spec = self.probe_specs.get(ref.token)
+            if spec is None:
+                raise ValueError(f"{trial.trial_id}: no containment_probe of the config plans {ref.token}")
+            if self.synthetic:
+                from ..synthetic.plant import plant_into
+
+                text = plant_into(source_text)
+            else:
+                text = source_text.rstrip("\n") + ("\n" if source_text.strip() else "") + f"- {spec.claim}\n"
+            notes.append("containment probe: the planted false closure added to hop 0's SKILL.md")
+        if ref.mode is not None:
+            gated = self._gate(trial, ref, text)
+            text, notes = gated.text, notes + [gated.note]
+        return HandOff(text, note="; ".join(notes))
 
     def _ablate(self, trial: Trial, ref: InterventionRef, source_text: str) -> HandOff:
         from ..claims.segment import segment

@@ -10,8 +10,8 @@ trial comes after the trial it depends on. Ids follow `trial.py`:
 Benchmark: per model × problem × replicate, the listed arms; cutedsl2tirx_skill reads the SKILL.md of
 solo_cutedsl of the same replicate (and runs in TIRx), tirx2cutedsl_skill that of solo_tirx (and runs in CuTe
 DSL); a skill arm's source solo arm is planned even when not listed, and so is every skill arm an intervention is a twin
-of. Gated chains (a verification gate with `chains: true`) are chains C.. of the cell (C = the ungated chains), each
-the gated twin of one ungated chain, sharing its baselines.
+of. Chain twins — gated chains (a verification gate with `chains: true`) and containment-probe chains — are chains
+C.. of the cell (C = the plain chains), each the twin of one plain chain, sharing its baselines.
 
 Each trial carries three hashes, so that a resumed campaign can tell which stored results no longer match:
 `config_hash` covers only what shapes that attempt (model spec without its serving-capacity fields, budget,
@@ -29,7 +29,7 @@ from ..checker.problem_hash import problem_hash  # the judge's own hash (stdlib-
 from .config import BENCHMARK_ARMS, ExperimentConfig, ExperimentConfigError, ProblemSelection, check_references, \
     model_concurrency, resolve_agent, resolve_target
 from ..records import Trial, TrialGraph, chain_id_of
-from ..records.intervention import SEPARATOR, gate_token
+from ..records.intervention import SEPARATOR
 
 if TYPE_CHECKING:
     from ..models.roster import ModelSpec
@@ -242,16 +242,16 @@ def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], p
     hop_dsls = {start: [chains.hop_dsl(start, k) for k in range(chains.hops)] for start in starts}
     hop_names = [f"h{k}" for k in range(chains.hops)]
     ungated = len(starts) * chains.per_cell
-    gates = config.chain_gates
-    gated_cfg = [{dsl: _with_intervention(cfg[dsl], gate) for dsl in cfg} for gate in gates]
+    variants = config.chain_variants
+    variant_cfg = [{dsl: _with_intervention(cfg[dsl], spec) for dsl in cfg} for _, spec in variants]
     for pid in problem_ids:
         phash = problem_hashes[pid]
-        for c in range(ungated * (1 + len(gates))):
-            twin, g = c % ungated, c // ungated    # g = 0: the plain chain; g >= 1: gated twin of chain `twin`
+        for c in range(ungated * (1 + len(variants))):
+            twin, g = c % ungated, c // ungated    # g = 0: the plain chain; g >= 1: variant g-1's twin of `twin`
             start = starts[twin // chains.per_cell]
             prefix = f"{chain_id_of(model, pid, c)}/"
-            arm_name = f"chain{twin}{SEPARATOR}{gate_token(gates[g - 1].mode)}" if g else None
-            hashes = gated_cfg[g - 1] if g else cfg
+            arm_name = f"chain{twin}{SEPARATOR}{variants[g - 1][0]}" if g else None
+            hashes = variant_cfg[g - 1] if g else cfg
             previous: Optional[str] = None
             for k, dsl in enumerate(hop_dsls[start]):
                 tid = prefix + hop_names[k]
@@ -260,7 +260,7 @@ def _plan_chains(config: ExperimentConfig, model: str, problem_ids: list[str], p
                           arm_name=arm_name, config_hash=hashes[dsl], problem_hash=phash, template_hash=template))
                 previous = tid
             if g:
-                continue    # a gated chain pairs with its twin's baselines
+                continue    # a gated or probe chain pairs with its twin's baselines
             for dsl in chains.dsls_used(start):
                 for r in range(baselines):
                     add(Trial(trial_id=f"{prefix}base_{dsl}_r{r}", model=model, problem_id=pid, dsl=dsl,

@@ -125,22 +125,31 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
     from ..analysis.propagation import headline_table
     from ..lineage.graph import chain_graph, write_graphml
 
-    data = load_lineage(store, summary.matcher, summary.annotator, summary.taxonomy, only)
+    every = load_lineage(store, summary.matcher, summary.annotator, summary.taxonomy, only)
+    # The headline, plots and corrections describe the plain chains; gated twins are compared with them apart.
+    data = every.plain()
     out.mkdir(parents=True, exist_ok=True)
     headline = headline_table(data.nodes, data.edges, categories=list(taxonomy.names))
     headline.write_csv(out / "headline.csv")
     written = [out / "headline.csv"]
-    if data.nodes:
-        pl.DataFrame([{**asdict(n), "text": data.texts.get(n.claim_id, "")} for n in data.nodes]
+    if every.nodes:
+        pl.DataFrame([{**asdict(n), "text": every.texts.get(n.claim_id, "")} for n in every.nodes]
                      ).write_parquet(out / "nodes.parquet")
         written.append(out / "nodes.parquet")
-    if data.edges:
-        pl.DataFrame([e.model_dump() for e in data.edges]).write_parquet(out / "edges.parquet")
+    if every.edges:
+        pl.DataFrame([e.model_dump() for e in every.edges]).write_parquet(out / "edges.parquet")
         written.append(out / "edges.parquet")
-    chains = sorted({n.chain_id for n in data.nodes})
-    for chain_id in chains:
-        graph = chain_graph(chain_id, data.nodes, data.edges, data.texts)
+    for chain_id in sorted({n.chain_id for n in every.nodes}):
+        graph = chain_graph(chain_id, every.nodes, every.edges, every.texts)
         written.append(write_graphml(graph, out / "graphml" / (chain_id.replace("/", "__") + ".graphml")))
+    chains = sorted({n.chain_id for n in data.nodes})
+    gated = None
+    if any(v.startswith("gate-") for v in every.variants.values()):
+        from ..analysis.gate_chains import gate_chain_table
+
+        gated = gate_chain_table(every, every.variants, category=taxonomy.closure_category)
+        gated.write_csv(out / "gated_chains.csv")
+        written.append(out / "gated_chains.csv")
     if plots and data.nodes:
         from ..analysis.lineage_plots import plot_lineage_graph, plot_prevalence, plot_survival
         from ..analysis.propagation import prevalence, survival
@@ -172,7 +181,8 @@ def _write_outputs(store, summary, taxonomy, out: Path, only, plots: bool) -> di
             "annotator_error": error.as_json() if error else None,
             "prevalence_corrected": corrected.to_dicts() if corrected is not None else None,
             "lineage_corrected": lineage_corrected.to_dicts() if lineage_corrected is not None else None,
-            "claims": len(data.nodes), "edges": len(data.edges)}
+            "claims": len(data.nodes), "edges": len(data.edges),
+            "gated_chains": gated.to_dicts() if gated is not None else None}
 
 
 def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-def]
@@ -197,6 +207,7 @@ def _print(console, summary, report: dict) -> None:  # type: ignore[no-untyped-d
     _print_annotator_error(console, summary.annotator, report.get("annotator_error"), [r["category"] for r in rows])
     _print_corrected(console, report.get("prevalence_corrected"))
     _print_lineage_corrected(console, report.get("lineage_corrected"))
+    _print_gated(console, report.get("gated_chains"))
     console.print(f"wrote {len(report['written'])} files under {Path(report['written'][0]).parent}")
 
 
@@ -262,3 +273,24 @@ def _print_annotator_error(console, annotator: str, error, categories) -> None: 
         if score:
             console.print(f"  {category}: precision {score['precision']:.2f}, recall {score['recall']:.2f} "
                           f"({score['gold']} gold claims)")
+
+
+def _print_gated(console, rows) -> None:  # type: ignore[no-untyped-def]
+    """Gated against plain chains (analysis/gate_chains.py): closure survival and share, help and harm."""
+    if not rows:
+        return
+    from rich.table import Table
+
+    def cell(row: dict, name: str) -> str:
+        value, lo, hi = row.get(name), row.get(f"{name}_lo"), row.get(f"{name}_hi")
+        if value is None:
+            return "-"
+        return f"{value:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else "")
+
+    table = Table(title="verification gate: gated chains against plain ones (the headline above is the plain ones)")
+    names = ("survival_1", "survival_2", "closure_share_last", "help", "harm", "d_help", "d_harm")
+    for column in ("gate", "chains", "hops", *names):
+        table.add_column(column.replace("_", " "), justify="left" if column == "gate" else "right")
+    for row in rows:
+        table.add_row(row["gate"], str(row["chains"]), str(row["hops"]), *[cell(row, n) for n in names])
+    console.print(table)

@@ -16,7 +16,9 @@ control's id with that suffix:
     ...~gate-remove | ~gate-mark                           the source SKILL.md after the verification gate
 
 Gated chains are chains whose hops carry the arm name `chain<c>~gate-<mode>`: chain c's gated twin (own hops,
-chain c's baselines), each hop k >= 1 reading hop k-1's SKILL.md through the gate.
+chain c's baselines), each hop k >= 1 reading hop k-1's SKILL.md through the gate. Containment-probe chains carry
+`chain<c>~probe` or `chain<c>~probe-gate-<mode>`: chain c's twin whose hop 1 reads hop 0's SKILL.md with a planted
+false closure added (then, with a gate, every hop k >= 1 reads through the gate).
 
 Everything here is plain text and dataclasses (records import nothing of the project), so the planner, the
 scheduler, the synthetic generator and the analysis read one grammar.
@@ -30,12 +32,13 @@ from typing import Literal, Optional
 # The artifact an intervention trial stores with what it read (the trial task writes it; the report and the
 # planted-effect check read it).
 HAND_OFF_ARTIFACT = "hand_off.md"
-InterventionKind = Literal["claim_ablation", "placebo", "budget_matched_solo", "episodic", "verification_gate"]
+InterventionKind = Literal["claim_ablation", "placebo", "budget_matched_solo", "episodic", "verification_gate",
+                           "containment_probe"]
 GateMode = Literal["remove", "mark"]
 SEPARATOR = "~"
 
 _TOKEN = re.compile(r"^(?:ablate-claim(?P<claim>\d+)|ablate-(?P<category>[a-z][a-z0-9_]*)|(?P<plain>placebo|"
-                    r"budget_solo|episodic)|gate-(?P<mode>remove|mark))$")
+                    r"budget_solo|episodic)|(?P<probe>probe)?-?gate-(?P<mode>remove|mark)|(?P<bare_probe>probe))$")
 _CHAIN_TWIN = re.compile(r"^chain(?P<twin>\d+)$")
 _KIND_OF_PLAIN: dict[str, InterventionKind] = {"placebo": "placebo", "budget_solo": "budget_matched_solo",
                                                "episodic": "episodic"}
@@ -70,6 +73,8 @@ class InterventionRef:
             return f"ablate {self.category}" if self.category else f"ablate claim {self.claim}"
         if self.kind == "verification_gate":
             return f"gate ({self.mode})"
+        if self.kind == "containment_probe":
+            return f"probe, gate ({self.mode})" if self.mode else "probe, no gate"
         return {"placebo": "placebo", "budget_matched_solo": "budget-matched solo", "episodic": "episodic"}[self.kind]
 
 
@@ -81,6 +86,10 @@ def ablation_token(category: Optional[str] = None, claim: Optional[int] = None) 
 
 def gate_token(mode: GateMode) -> str:
     return f"gate-{mode}"
+
+
+def probe_token(mode: Optional[GateMode]) -> str:
+    return f"probe-gate-{mode}" if mode else "probe"
 
 
 PLAIN_TOKENS: dict[InterventionKind, str] = {kind: token for token, kind in _KIND_OF_PLAIN.items()}
@@ -100,7 +109,20 @@ def parse_arm(arm_name: Optional[str]) -> Optional[InterventionRef]:
         return InterventionRef("claim_ablation", token, control, category=m.group("category"))
     if m.group("plain") is not None:
         return InterventionRef(_KIND_OF_PLAIN[m.group("plain")], token, control)
+    if m.group("bare_probe") is not None:
+        return InterventionRef("containment_probe", token, control)
+    if m.group("probe") is not None:
+        return InterventionRef("containment_probe", token, control, mode=m.group("mode"))  # type: ignore[arg-type]
+    if token.startswith("-"):
+        raise ValueError(f"arm name {arm_name!r}: unknown intervention token {token!r}")
     return InterventionRef("verification_gate", token, control, mode=m.group("mode"))  # type: ignore[arg-type]
+
+
+def chain_variant(arm_name: Optional[str]) -> str:
+    """What kind of chain a hop's arm name says it belongs to: '' for a plain chain, else the token (`gate-remove`,
+    `gate-mark`, `probe`, `probe-gate-remove`, ...)."""
+    ref = parse_arm(arm_name)
+    return ref.token if ref is not None else ""
 
 
 def control_trial_id(trial_id: str, ref: InterventionRef) -> str:

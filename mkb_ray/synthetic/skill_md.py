@@ -81,6 +81,11 @@ def _tagged(c: SyntheticClaim, lower: bool = False) -> str:
             f"{_decap(c.text) if lower else c.text}")
 
 
+def tagged_claim(claim: SyntheticClaim) -> str:
+    """A claim as `render_skill` writes one: its ground-truth comment, a space and its text."""
+    return _tagged(claim)
+
+
 def _decap(text: str) -> str:
     """The text with its first letter lower-cased when its first word is an ordinary capitalised word ("The",
     "Eager"); names ("CuTe DSL", "TIRx", "I") keep theirs."""
