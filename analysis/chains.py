@@ -14,13 +14,14 @@ predict harm there.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 import polars as pl
 
 from ..records import chain_id_of
-from ..records.intervention import parse_arm
+from ..records.intervention import chain_variant, parse_arm
 from ..records.claims import LineageEdgeRecord
 from .bootstrap import Bootstrap, ratio
 from .paired import PairingRules
@@ -43,6 +44,45 @@ def hop_outcomes(rows: Iterable[dict[str, Any]]) -> list[HopOutcome]:
                               skill_ms=r["f_kernel_ms"], base_ms=b["f_kernel_ms"] if b else None,
                               target=r["target"], synthetic=bool(r["synthetic"])))
     return sorted(out, key=lambda o: (o.chain_id, o.hop))
+
+
+def chain_variants(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """chain id -> its intervention token ('' for a plain chain; records/intervention.chain_variant), from result
+    rows (`cells.result_rows`)."""
+    return {chain_id_of(r["model"], r["problem_id"], r["chain"]): chain_variant(r["arm_name"])
+            for r in rows if r["kind"] == "chain_hop" and r["chain"] is not None}
+
+
+def hop_bucket(hop: int) -> tuple[int, str]:
+    """(order, label) of a hop in the per-kind table: hops 0, 1 and 2 alone, then 3-9 and decades (10-19, ...), so
+    that a 100-hop chain is a dozen rows."""
+    if hop < 3:
+        return hop, str(hop)
+    if hop < 10:
+        return 3, "3-9"
+    return 3 + hop // 10, f"{hop // 10 * 10}-{hop // 10 * 10 + 9}"
+
+
+def kind_hop_table(rows: Sequence[dict[str, Any]], rules: PairingRules = PairingRules(), n_boot: int = 1000,
+                   seed: int = 0) -> pl.DataFrame:
+    """Help and harm per hop bucket for each kind of chain — plain, and each twin (`gate-remove`, `episodic`,
+    `probe...`) — against the (twin's) solo baseline: distilled hand-offs against episodes or the gate, hop by hop.
+    Columns: chain_kind, hops (the bucket's label) and hop_curve's; empty when the run has only plain chains."""
+    variants = chain_variants(rows)
+    if not any(variants.values()):
+        return pl.DataFrame()
+    outcomes = hop_outcomes(rows)
+    parts = []
+    for variant in sorted(set(variants.values()), key=lambda v: (v != "", v)):
+        mine = [o for o in outcomes if variants.get(o.chain_id) == variant]
+        if not mine:
+            continue
+        labels = {hop_bucket(o.hop) for o in mine}
+        curve = hop_curve([replace(o, hop=hop_bucket(o.hop)[0]) for o in mine], rules, n_boot, seed)
+        names = dict(labels)
+        parts.append(curve.with_columns(pl.lit(variant or "plain").alias("chain_kind"),
+                                        pl.col("hop").replace_strict(names, return_dtype=pl.Utf8).alias("hops")))
+    return pl.concat(parts).select("chain_kind", "hops", pl.exclude("chain_kind", "hops", "hop"))
 
 
 def _baseline_chain(row: dict[str, Any], chain_id: str) -> str:

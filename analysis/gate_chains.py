@@ -17,13 +17,11 @@ none for the plain chains, remove, mark; containment probes are left to analysis
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 import polars as pl
 
-from ..records import chain_id_of
-from ..records.intervention import chain_variant
 from .bootstrap import Bootstrap
 from .chains import problem_of_chain
 from .lineage_data import LineageData
@@ -35,15 +33,6 @@ GATE_COLUMNS = ("gate", "chains", "survival_1", "survival_1_lo", "survival_1_hi"
                 "survival_2_hi", "closure_share_last", "closure_share_last_lo", "closure_share_last_hi",
                 "closure_share_mean", "hops", "help", "help_lo", "help_hi", "harm", "harm_lo", "harm_hi", "d_help",
                 "d_help_lo", "d_help_hi", "d_harm", "d_harm_lo", "d_harm_hi")
-
-
-def chain_variants(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
-    """chain id -> its intervention token ('' for a plain chain), from result rows (`cells.result_rows`)."""
-    out = {}
-    for r in rows:
-        if r["kind"] == "chain_hop" and r["chain"] is not None:
-            out[chain_id_of(r["model"], r["problem_id"], r["chain"])] = chain_variant(r["arm_name"])
-    return out
 
 
 def _label(variant: str) -> str:

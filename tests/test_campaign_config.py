@@ -122,7 +122,8 @@ def test_interventions_load_typed_and_their_mistakes_name_the_field(tmp_path):
         "[{kind: claim_ablation}]": "interventions[0].claim_ablation.categories: name at least one category",
         "[{kind: claim_ablation, categories: [no_such]}]": "categories: no_such not in taxonomy mkb-11",
         "[{kind: placebo, arms: [solo_tirx]}]": "interventions[0].placebo.arms[0]: Input should be",
-        "[{kind: verification_gate, chains: true}]": "interventions[0].chains: gated chains need a `chains:`",
+        "[{kind: verification_gate, chains: true}]": "interventions[0].chains: twin chains need a `chains:`",
+        "[{kind: episodic, benchmark: false}]": "interventions[0].benchmark: an intervention on neither",
         "[{kind: placebo}, {kind: placebo, arms: [cutedsl2tirx_skill]}]":
             "interventions: the arm cutedsl2tirx_skill~placebo is planned by interventions[0] and interventions[1]",
     }

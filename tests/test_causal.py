@@ -128,7 +128,8 @@ def test_gated_against_ungated_chains_by_hand():
     """Two chains of one problem: the plain one copies its closure to every hop and is harmed at hops 1 and 2; its
     gated twin loses the closure at hop 1 (the gate removed it) and ties its baseline. Closure survival at 1 hop:
     1.0 plain, 0.0 gated; closure share of the last hop 1.0 vs 0.0; harm 1.0 vs 0.0, so d_harm -1."""
-    from mkb_ray.analysis.gate_chains import chain_variants, gate_chain_table
+    from mkb_ray.analysis.chains import chain_variants
+    from mkb_ray.analysis.gate_chains import gate_chain_table
     from mkb_ray.analysis.lineage_data import LineageData
     from mkb_ray.analysis.propagation import ClaimNode, HopOutcome
     from mkb_ray.records.claims import LineageEdgeRecord

@@ -41,6 +41,7 @@ interventions:                 # no ablation by category: it would load the embe
   - kind: containment_probe    # one run for both: each `mkb run` starts a Ray
     gates: [none, remove, mark]
     within: 3
+  - {kind: episodic, benchmark: false, chains: true}
 chains: {hops: 5, baselines: 1}
 target: gpu
 """
@@ -168,3 +169,17 @@ def test_the_gate_contains_a_planted_closure_and_the_detector_agrees_with_the_tr
     index = (report / "index.html").read_text()
     assert "Containment probe: a planted false closure along chains (SYNTHETIC)" in index
     assert (report / "tables" / "containment.csv").exists()
+
+
+@pytest.mark.ray
+def test_the_chains_section_compares_each_kind_of_chain_hop_by_hop(report: Path) -> None:
+    """Plain chains, their episodic twins and the probe twins, each hop's help and harm (analysis.chains
+    .kind_hop_table): 12 chains of each kind, hops 1 and 2 alone and 3-9 pooled (hops 3 and 4 here)."""
+    frame = pl.read_csv(report / "tables" / "chain_kinds.csv")
+    kinds = frame["chain_kind"].unique().sort().to_list()
+    assert kinds == ["episodic", "plain", "probe", "probe-gate-mark", "probe-gate-remove"]
+    plain = frame.filter(pl.col("chain_kind") == "plain")
+    assert plain["hops"].cast(pl.Utf8).to_list() == ["0", "1", "2", "3-9"] and plain["n"].to_list() == [12, 12, 12, 24]
+    # The plain chains' own per-hop table holds only them (12 a hop), not their twins.
+    assert pl.read_csv(report / "tables" / "chain_hops.csv")["n"].to_list() == [12] * 5
+    assert "Help and harm per hop, by kind of chain" in (report / "index.html").read_text()

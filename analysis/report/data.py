@@ -241,6 +241,27 @@ def chain_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Option
     return TableView("chain_hops", "Help and harm per hop", frame, columns, [None] * frame.height, note)
 
 
+def chain_kinds_view(rows: Sequence[dict], rules: PairingRules, n_boot: int) -> Optional[TableView]:
+    """Help and harm per hop for each kind of chain (plain, gated, episodic, probe: analysis.chains.kind_hop_table),
+    each against the (twin's) solo baseline; None when the run has only plain chains."""
+    from ..chains import kind_hop_table
+
+    frame = kind_hop_table(rows, rules, n_boot)
+    if frame.is_empty():
+        return None
+    columns = [Column("chains", text("chain_kind"), False), Column("hops", text("hops"), False),
+               Column("n", integer("n")),
+               Column("help rate", lambda r: num(r["help_rate"]) + interval(r["help_lo"], r["help_hi"])),
+               Column("harm rate", lambda r: num(r["harm_rate"]) + interval(r["harm_lo"], r["harm_hi"]))]
+    note = ("Each kind of chain hop by hop: plain chains hand on the distilled SKILL.md; gate-<mode> twins the same "
+            "through the verification gate; episodic twins the previous hop's transcript and verdicts instead; "
+            "probe twins carry a planted false closure from hop 1. Every twin pairs with its plain chain's solo "
+            f"baselines; hops 3-9 and each later decade pooled. Intervals: bootstrap over problems, {n_boot} "
+            "resamples.")
+    return TableView("chain_kinds", "Help and harm per hop, by kind of chain", frame, columns,
+                     [None] * frame.height, note)
+
+
 CALIBRATION_LABELS = {
     "T": "T (help rate)", "H": "H (harm rate)",
     "standing_help": "help rate | standing", "standing_harm": "harm rate | standing",

@@ -93,7 +93,8 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
                chains: Optional[TableView], lineage: LineageSection, claims: ClaimData, lift_svg: Optional[str],
                links: Mapping[str, list[Optional[str]]], n_trials: int, n_replicates: int,
                calibration: Optional[Calibration] = None, attribution: Sequence[TableView] = (),
-               causal: Optional[CausalSection] = None, containment: Optional[TableView] = None) -> str:
+               causal: Optional[CausalSection] = None, containment: Optional[TableView] = None,
+               chain_kinds: Optional[TableView] = None) -> str:
     """The whole of index.html."""
     b, parts = macros(), macros("index_parts.html.j2")
 
@@ -137,8 +138,9 @@ def index_page(header: RunHeader, bench: list[TableView], enrichment: Optional[T
         sections.append(Section("calibration", "Planted vs recovered (SYNTHETIC)",
                                 parts.calibration_intro() + block(calibration.view) if calibration.view is not None
                                 else b.nothing(f"none: {calibration.problem}")))
-    sections.append(Section("chains", "Chains: help and harm per hop", block(chains) if chains is not None
-                            else b.nothing("none: this run holds no chain hops")))
+    sections.append(Section("chains", "Chains: help and harm per hop",
+                            (block(chains) + (block(chain_kinds) if chain_kinds is not None else ""))
+                            if chains is not None else b.nothing("none: this run holds no chain hops")))
     if lineage.headline is not None:
         harm = closure_harm(lineage.closure_harm)
         content = (block(lineage.headline) + (block(lineage.corrected) if lineage.corrected is not None else "")

@@ -40,7 +40,8 @@ from .pair_pages import (HOPS_DIR, PAIRS_DIR, PAIRS_INDEX, chain_hops_of, hop_na
                          pairs_index)
 from .causal import causal_view
 from .containment import containment_view
-from .data import benchmark_views, calibration_view, chain_view, enrichment_view, source_skill_shas
+from .data import (benchmark_views, calibration_view, chain_kinds_view, chain_view, enrichment_view,
+                   source_skill_shas)
 from .lineage import lineage_section
 from .context import PageContext
 from .index_page import Calibration, index_page, run_header
@@ -176,6 +177,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
         pairs = score_pairs(replicates, options.rules)       # every pair's outcome and standing, once
         bench = benchmark_views(replicates, pairs, options.n_boot)
         chains = chain_view(results, options.rules, options.n_boot)
+        chain_kinds = chain_kinds_view(results, options.rules, options.n_boot)
         lap("benchmark_tables")
         claims = load_claims(store, trials, options.annotator, options.taxonomy, options.matcher)
         from ..lineage_plots import category_colours
@@ -222,6 +224,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             calibration_table = calibration.view if calibration is not None else None
             causal_table = causal.view if causal is not None else None
             views = bench + [v for v in (enrichment, *attribution, causal_table, containment, calibration_table, chains,
+                                         chain_kinds,
                                          lineage.headline, lineage.corrected, lineage.gated) if v is not None]
             tables = write_tables(views, out, header.name, header.synthetic)
             lift_svg = problem_lift_svg(next(v for v in bench if v.name == "problem_lift").frame)
@@ -245,7 +248,7 @@ def render_report(run_dir: Path, out_dir: Path, options: ReportOptions = ReportO
             lap("paired_pages")
         index = out / "index.html"
         _write(index, index_page(header, bench, enrichment, chains, lineage, claims, lift_svg, links, len(trials.rows),
-                                 len(replicates), calibration, attribution, causal, containment))
+                                 len(replicates), calibration, attribution, causal, containment, chain_kinds))
         lap("index")
     seconds["total"] = time.monotonic() - began
     return ReportSummary(out, index, header.synthetic, len(trials.rows), len(rows),

@@ -194,9 +194,16 @@ class BudgetMatchedSolo(_Intervention):
 
 class Episodic(_Intervention):
     """Excerpts of the source attempt's own transcript and verdicts instead of its distilled SKILL.md, trimmed to
-    the SKILL.md's length."""
+    the SKILL.md's length. `chains`: an episodic twin of every chain, each hop k >= 1 reading hop k-1's episodes —
+    does repeated distillation decay where episodes do not?"""
 
     kind: Literal["episodic"]
+    benchmark: bool = Field(True, description="an episodic twin of the benchmark's skill arms")
+    chains: bool = Field(False, description="an episodic twin of every chain (needs `chains:`)")
+
+    @property
+    def on_benchmark(self) -> bool:
+        return self.benchmark
 
 
 class VerificationGate(_Intervention):
@@ -339,14 +346,14 @@ class ExperimentConfig(_Strict):
         if self.benchmark is None and self.chains is None and not any(i.on_benchmark for i in self.interventions):
             raise ValueError("benchmark: a campaign needs benchmark arms, chains or interventions")
         for i, spec in enumerate(self.interventions):
-            if isinstance(spec, VerificationGate) and spec.chains and self.chains is None:
-                raise ValueError(f"interventions[{i}].chains: gated chains need a `chains:` section to twin")
+            if isinstance(spec, (VerificationGate, Episodic)) and spec.chains and self.chains is None:
+                raise ValueError(f"interventions[{i}].chains: twin chains need a `chains:` section to twin")
             if isinstance(spec, ContainmentProbe) and (self.chains is None or self.chains.hops < 2):
                 raise ValueError(f"interventions[{i}].kind: a containment probe plants into hop 1 of the chains: it "
                                  f"needs a `chains:` section of at least 2 hops")
-            if isinstance(spec, VerificationGate) and not (spec.chains or spec.benchmark):
-                raise ValueError(f"interventions[{i}].benchmark: a gate on neither the benchmark nor the chains "
-                                 f"plans nothing")
+            if isinstance(spec, (VerificationGate, Episodic)) and not (spec.chains or spec.benchmark):
+                raise ValueError(f"interventions[{i}].benchmark: an intervention on neither the benchmark nor the "
+                                 f"chains plans nothing")
         if self.problems.synthetic is not None and self.synthetic is None:
             raise ValueError("problems.synthetic: synthetic problem ids need a synthetic campaign "
                              "(add `synthetic: {}`)")
@@ -367,10 +374,10 @@ class ExperimentConfig(_Strict):
 
     @property
     def chain_variants(self) -> list[tuple[str, Any]]:
-        """(token, spec) of every twin each chain gets, in config order: the gated twins of the verification gates
-        with `chains: true`, then the containment probes' chains."""
+        """(token, spec) of every twin each chain gets, in config order: the gated and the episodic twins of the
+        interventions with `chains: true`, and the containment probes' chains."""
         return [(token, i) for i in self.interventions
-                if (isinstance(i, VerificationGate) and i.chains) or isinstance(i, ContainmentProbe)
+                if (isinstance(i, (VerificationGate, Episodic)) and i.chains) or isinstance(i, ContainmentProbe)
                 for token in i.tokens()]
 
     @property
