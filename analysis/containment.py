@@ -71,10 +71,12 @@ def probe_settings(meta: dict[str, Any]) -> dict[str, tuple[str, int]]:
     """token -> (planted claim, within) of the run's containment probes, from its stored config."""
     config = json.loads(meta.get("config_json") or "{}")
     out = {}
+    from ..records.intervention import probe_token
+
     for spec in config.get("interventions") or []:
         if spec.get("kind") == "containment_probe":
             for gate in spec.get("gates") or ["none", "remove"]:
-                token = "probe" if gate == "none" else f"probe-gate-{gate}"
+                token = probe_token(None if gate == "none" else gate, spec.get("name", ""))
                 out[token] = (spec.get("claim", ""), int(spec.get("within", 3)))
     return out
 
@@ -103,6 +105,7 @@ def containment_table(chains: Sequence[ProbeChain], settings: dict[str, tuple[st
         if not chain.skills or not planted:
             continue
         if synthetic:
+            # A synthetic run plants the generator's closure whatever the config's words (campaign/handoff.py).
             from ..synthetic.plant import descendants_by_hop, planted_closure
 
             planted = planted_closure().text

@@ -112,8 +112,8 @@ def test_a_placebo_needs_another_problem_of_the_family(problems, roster):
     ("causal-benchmark", 74 * 3 * (4 + 2 * 10)),
     # 74 problems × 2 start DSLs × (100 hops + 100 gated hops + 2 DSLs × 3 baselines)
     ("causal-chain-100", 74 * 2 * (200 + 6)),
-    # 74 problems × 2 start DSLs × (10 hops + 3 probe chains × 10 hops + 2 DSLs × 3 baselines)
-    ("causal-containment", 74 * 2 * (40 + 6)),
+    # 74 problems × 2 start DSLs × (10 hops + 5 probe chains × 10 hops + 2 DSLs × 3 baselines)
+    ("causal-containment", 74 * 2 * (60 + 6)),
 ])
 def test_the_shipped_causal_campaigns_plan(roster, name, per_model):
     plan = plan_campaign(load_experiment(EXPERIMENTS / f"{name}.yaml"), None, roster, has_gpu=True)
@@ -138,5 +138,8 @@ def test_containment_probes_twin_every_chain_per_gate(problems, roster):
     assert parse_arm("chain0~probe").label == "probe, no gate"
     assert parse_arm("chain0~probe-gate-remove").mode == "remove"
     assert len(plan) == 3 * 3 + 2      # one baseline per DSL of the plain chain, none for the probes
+    named = parse_arm("chain0~probe_gaming-gate-remove")
+    assert (named.kind, named.probe, named.mode, named.label) == ("containment_probe", "gaming", "remove",
+                                                                  "probe gaming, gate (remove)")
     with pytest.raises(ValueError, match="needs a `chains:` section of at least 2 hops"):
         config(chains={"hops": 1}, interventions=[{"kind": "containment_probe"}])

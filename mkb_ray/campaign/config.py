@@ -237,6 +237,8 @@ class ContainmentProbe(_Intervention):
     lineage matcher's one-sided threshold), beside the plain chains' share of the same claim (none)."""
 
     kind: Literal["containment_probe"]
+    name: str = Field("", pattern=r"^[a-z0-9]*$", description="names the probe when a campaign has several (e.g. "
+                                                               "'gaming'); '' for one")
     claim: str = Field(PLANTED_CLOSURE, min_length=10, description="the planted false closure (synthetic campaigns "
                                                                    "plant synthetic/plant.py's, the same words)")
     gates: list[Literal["none", "remove", "mark"]] = Field(default_factory=lambda: ["none", "remove"], min_length=1,
@@ -251,7 +253,7 @@ class ContainmentProbe(_Intervention):
         return gates
 
     def tokens(self) -> list[str]:
-        return [probe_token(None if g == "none" else g) for g in self.gates]  # type: ignore[arg-type]
+        return [probe_token(None if g == "none" else g, self.name) for g in self.gates]  # type: ignore[arg-type]
 
     @property
     def on_benchmark(self) -> bool:

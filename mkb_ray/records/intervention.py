@@ -17,11 +17,8 @@ control's id with that suffix:
 
 Gated chains are chains whose hops carry the arm name `chain<c>~gate-<mode>`: chain c's gated twin (own hops,
 chain c's baselines), each hop k >= 1 reading hop k-1's SKILL.md through the gate. Containment-probe chains carry
-`chain<c>~probe` or `chain<c>~probe-gate-<mode>`: chain c's twin whose hop 1 reads hop 0's SKILL.md with a planted
-false closure added (then, with a gate, every hop k >= 1 reads through the gate).
-
-Everything here is plain text and dataclasses (records import nothing of the project), so the planner, the
-scheduler, the synthetic generator and the analysis read one grammar.
+`chain<c>~probe[_<name>]` or `chain<c>~probe[_<name>]-gate-<mode>`: chain c's twin whose hop 1 reads hop 0's
+SKILL.md with a planted claim added (then, with a gate, every hop k >= 1 reads through it).
 """
 from __future__ import annotations
 
@@ -38,7 +35,8 @@ GateMode = Literal["remove", "mark"]
 SEPARATOR = "~"
 
 _TOKEN = re.compile(r"^(?:ablate-claim(?P<claim>\d+)|ablate-(?P<category>[a-z][a-z0-9_]*)|(?P<plain>placebo|"
-                    r"budget_solo|episodic)|(?P<probe>probe)?-?gate-(?P<mode>remove|mark)|(?P<bare_probe>probe))$")
+                    r"budget_solo|episodic)|gate-(?P<mode>remove|mark)|"
+                    r"(?P<probe>probe)(?:_(?P<name>[a-z0-9]+))?(?:-gate-(?P<probe_mode>remove|mark))?)$")
 _CHAIN_TWIN = re.compile(r"^chain(?P<twin>\d+)$")
 _KIND_OF_PLAIN: dict[str, InterventionKind] = {"placebo": "placebo", "budget_solo": "budget_matched_solo",
                                                "episodic": "episodic"}
@@ -54,7 +52,8 @@ class InterventionRef:
     control: str
     category: Optional[str] = None     # claim_ablation by category
     claim: Optional[int] = None        # claim_ablation by position
-    mode: Optional[GateMode] = None    # verification_gate
+    mode: Optional[GateMode] = None    # verification_gate (and a gated containment probe)
+    probe: str = ""                    # a containment probe's name ('' for the unnamed one)
 
     @property
     def arm_name(self) -> str:
@@ -74,7 +73,8 @@ class InterventionRef:
         if self.kind == "verification_gate":
             return f"gate ({self.mode})"
         if self.kind == "containment_probe":
-            return f"probe, gate ({self.mode})" if self.mode else "probe, no gate"
+            name = f"probe {self.probe}" if self.probe else "probe"
+            return f"{name}, gate ({self.mode})" if self.mode else f"{name}, no gate"
         return {"placebo": "placebo", "budget_matched_solo": "budget-matched solo", "episodic": "episodic"}[self.kind]
 
 
@@ -88,8 +88,8 @@ def gate_token(mode: GateMode) -> str:
     return f"gate-{mode}"
 
 
-def probe_token(mode: Optional[GateMode]) -> str:
-    return f"probe-gate-{mode}" if mode else "probe"
+def probe_token(mode: Optional[GateMode], name: str = "") -> str:
+    return ("probe" + (f"_{name}" if name else "")) + (f"-gate-{mode}" if mode else "")
 
 
 PLAIN_TOKENS: dict[InterventionKind, str] = {kind: token for token, kind in _KIND_OF_PLAIN.items()}
@@ -109,12 +109,9 @@ def parse_arm(arm_name: Optional[str]) -> Optional[InterventionRef]:
         return InterventionRef("claim_ablation", token, control, category=m.group("category"))
     if m.group("plain") is not None:
         return InterventionRef(_KIND_OF_PLAIN[m.group("plain")], token, control)
-    if m.group("bare_probe") is not None:
-        return InterventionRef("containment_probe", token, control)
     if m.group("probe") is not None:
-        return InterventionRef("containment_probe", token, control, mode=m.group("mode"))  # type: ignore[arg-type]
-    if token.startswith("-"):
-        raise ValueError(f"arm name {arm_name!r}: unknown intervention token {token!r}")
+        return InterventionRef("containment_probe", token, control, mode=m.group("probe_mode"),  # type: ignore[arg-type]
+                               probe=m.group("name") or "")
     return InterventionRef("verification_gate", token, control, mode=m.group("mode"))  # type: ignore[arg-type]
 
 
