@@ -39,8 +39,9 @@ def needs_hand_off(trial: Trial) -> bool:
 
 
 class HandOffBuilder:
-    """Builds hand-offs from the run's store. `ablations`: the config's claim-ablation specs (their annotators and
-    taxonomies), by arm token; annotators are made on first use and kept."""
+    """Builds hand-offs from the run's store. `ablation_specs` / `probe_specs`: the config's claim-ablation specs (their
+    annotators and taxonomies) and containment probes (their planted claims), by arm token; `synthetic`: a synthetic
+    campaign (a probe plants the generator's own closure). Annotators are made on first use and kept."""
 
     def __init__(self, store: "RunStore", ablation_specs: dict[str, Any], probe_specs: Optional[dict[str, Any]] = None,
                  synthetic: bool = False) -> None:
@@ -87,7 +88,7 @@ class HandOffBuilder:
 
     # -- the hand-offs -----------------------------------------------------------------------------------------
     def build(self, trial: Trial, source_text: str) -> HandOff:
-        """The hand-off of `trial` (an intervention trial or a gated chain hop), given its `skill_from`'s SKILL.md."""
+        """The hand-off of `trial` (an intervention trial or a chain twin's hop), given its `skill_from`'s SKILL.md."""
         ref = parse_arm(trial.arm_name)
         assert ref is not None, trial.trial_id
         if ref.kind == "verification_gate":
