@@ -43,7 +43,8 @@ CAUSAL_COLUMNS = ("intervention", "model", "n", "n_identical", "n_changed", "hel
 
 @dataclass(frozen=True, slots=True)
 class InterventionPair:
-    """One intervention attempt with its control and the cell's solo base (None: not run)."""
+    """One intervention attempt with its control and the cell's solo base (None: not run); `dsl` is the pair's (target)
+    DSL, `control_source` the trial whose SKILL.md the control read, `reads_skill` False for a budget-matched solo."""
 
     label: str
     model: str
@@ -53,6 +54,9 @@ class InterventionPair:
     control: Attempt
     base: Optional[Attempt]
     identical: bool
+    dsl: str = ""
+    control_source: Optional[str] = None
+    reads_skill: bool = True
 
 
 def intervention_pairs(rows: Iterable[dict[str, Any]]) -> list[InterventionPair]:
@@ -67,13 +71,15 @@ def intervention_pairs(rows: Iterable[dict[str, Any]]) -> list[InterventionPair]
         if ref is None:
             continue
         prefix = control_trial_id(row["trial_id"], ref)
-        control = attempt_of(by_id.get(prefix))
+        control_row = by_id.get(prefix)
+        control = attempt_of(control_row)
         base = attempt_of(by_id.get(f"{prefix.rsplit('/', 1)[0]}/solo_{row['dsl']}"))
         treated = attempt_of(row)
         if control is None or treated is None or control.failed_to_run or treated.failed_to_run:
             continue
         out.append(InterventionPair(ref.label, row["model"], row["problem_id"], row["target"], treated, control,
-                                    base, treated.stop_reason == "identical_hand_off"))
+                                    base, treated.stop_reason == "identical_hand_off", row["dsl"],
+                                    control_row["skill_from"] if control_row else None, row["arm"] == "skill"))
     return out
 
 
@@ -111,6 +117,17 @@ def pair_sums(pair: InterventionPair, rules: PairingRules) -> Optional[np.ndarra
                      float(x_vs_base == "harm") - float(c_vs_base == "harm")], dtype=float)
 
 
+def counted_pairs(pairs: Sequence[InterventionPair], rules: PairingRules
+                  ) -> list[tuple[InterventionPair, np.ndarray]]:
+    """The pairs the table counts, each with its terms (`pair_sums`): every pair whose control stands for an attempt."""
+    out = []
+    for pair in pairs:
+        terms = pair_sums(pair, rules)
+        if terms is not None:
+            out.append((pair, terms))
+    return out
+
+
 def _ratio_interval(boot: Bootstrap, per_unit: np.ndarray, num: int, den: int,
                     rng: np.random.Generator) -> tuple[Optional[float], Optional[float]]:
     lo, hi = boot.of(per_unit, lambda s: np.where(s[:, den] > 0, s[:, num] / np.maximum(s[:, den], 1e-300),
@@ -124,10 +141,7 @@ def causal_table(pairs: Sequence[InterventionPair], rules: PairingRules = Pairin
     docstring for the columns."""
     groups: dict[tuple[str, str], dict[str, list[np.ndarray]]] = defaultdict(lambda: defaultdict(list))
     synthetic: dict[tuple[str, str], bool] = defaultdict(bool)
-    for pair in pairs:
-        terms = pair_sums(pair, rules)
-        if terms is None:
-            continue
+    for pair, terms in counted_pairs(pairs, rules):
         for key in ((pair.label, "all"), (pair.label, pair.model)):
             groups[key][pair.problem_id].append(terms)
             synthetic[key] |= pair.intervention.synthetic or pair.control.synthetic

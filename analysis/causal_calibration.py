@@ -18,7 +18,7 @@ from ..records.intervention import HAND_OFF_ARTIFACT
 from ..store import RunStore
 from ..synthetic import SyntheticSpec
 from ..synthetic.planted_causal import TIE, pair_truth
-from .causal import InterventionPair, causal_table, pair_sums
+from .causal import InterventionPair, causal_table, counted_pairs
 from .outcomes import PairingRules
 
 # Below this planted net (2 points of P(better) - P(worse)) an effect counts as null: its sign is a coin flip at any
@@ -32,12 +32,10 @@ def planted_effects(store: RunStore, pairs: Sequence[InterventionPair], spec: Sy
     pairs the causal table counts."""
     margin = rules.margin("gpu", True)
     sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for pair in pairs:
-        if pair_sums(pair, rules) is None:     # a pair the table leaves out
-            continue
+    for pair, _ in counted_pairs(pairs, rules):
         truth = TIE if pair.identical else pair_truth(
-            spec, pair.model, pair.problem_id, _dsl(store, pair), _treated_text(store, pair),
-            _control_text(store, pair), margin)
+            spec, pair.model, pair.problem_id, pair.dsl, _treated_text(store, pair), _control_text(store, pair),
+            margin)
         for key in ((pair.label, "all"), (pair.label, pair.model)):
             acc = sums[key]
             acc[0] += 1
@@ -66,23 +64,12 @@ def causal_calibration(store: RunStore, pairs: Sequence[InterventionPair], spec:
         .otherwise(pl.col("net").sign() == pl.col("planted_net").sign()))
 
 
-def _trial_field(store: RunStore, trial_id: str, field: str) -> Optional[str]:
-    row = store.trial(trial_id)
-    return getattr(row, field) if row is not None else None
-
-
-def _dsl(store: RunStore, pair: InterventionPair) -> str:
-    return _trial_field(store, pair.intervention.trial_id, "dsl") or "tirx"
-
-
 def _control_text(store: RunStore, pair: InterventionPair) -> Optional[str]:
-    source = _trial_field(store, pair.control.trial_id, "skill_from")
-    return (store.skill_text(source) or "") if source else None
+    return (store.skill_text(pair.control_source) or "") if pair.control_source else None
 
 
 def _treated_text(store: RunStore, pair: InterventionPair) -> Optional[str]:
-    row = store.trial(pair.intervention.trial_id)
-    if row is None or row.arm == "solo":
+    if not pair.reads_skill:
         return None
     if pair.intervention.skipped:
         return ""

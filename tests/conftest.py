@@ -129,6 +129,14 @@ def problems():
 
 
 @pytest.fixture(scope="session")
+def roster():
+    """The shipped model roster (experiments/models), read once."""
+    from mkb_ray.models.roster import load_roster
+
+    return load_roster()
+
+
+@pytest.fixture(scope="session")
 def fast_options():
     """Fewer timed draws than the MKB protocol: tests check behaviour, not speed."""
     from mkb_ray.judge import JudgeOptions

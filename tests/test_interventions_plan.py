@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO
-from mkb_ray.campaign.config import ExperimentConfig, load_experiment
+from mkb_ray.campaign.config import ExperimentConfig, ExperimentConfigError, load_experiment
 from mkb_ray.campaign.plan import plan_campaign, placebo_donor
-from mkb_ray.campaign.config import ExperimentConfigError
-from mkb_ray.models.roster import load_roster
 from mkb_ray.problems import load_problems
 from mkb_ray.records.intervention import control_trial_id, parse_arm
+from test_plan import config as plan_config
 
 EXPERIMENTS = REPO / "experiments"
 RMS = "mlp_norm/01_fused_add_rmsnorm"
@@ -18,16 +17,10 @@ SILU = "mlp_norm/02_silu_and_mul"
 FP8 = "quantization/01_per_token_fp8_quant"
 
 
-@pytest.fixture(scope="module")
-def roster():
-    return load_roster()
-
-
 def config(**fields) -> ExperimentConfig:
-    fields.setdefault("name", "t")
-    fields.setdefault("models", ["smollm2"])
+    """test_plan's config, over the two mlp_norm problems (a placebo needs a donor of the family)."""
     fields.setdefault("problems", {"ids": [RMS, SILU]})
-    return ExperimentConfig(**fields)
+    return plan_config(**fields)
 
 
 def test_each_kind_is_a_twin_of_its_skill_arm_with_exact_ids_and_dependencies(problems, roster):

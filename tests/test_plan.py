@@ -13,16 +13,10 @@ from mkb_ray.campaign.config import ExperimentConfig, load_experiment
 from mkb_ray.campaign.plan import Plan, estimate, find_stale, plan_campaign
 from mkb_ray.cli.plan import add_arguments as add_plan_arguments, run as plan_from_args
 from mkb_ray.records import Trial
-from mkb_ray.models.roster import load_roster
 
 EXPERIMENTS = REPO / "experiments"
 RMS = "mlp_norm/01_fused_add_rmsnorm"
 FP8 = "quantization/01_per_token_fp8_quant"
-
-
-@pytest.fixture(scope="module")
-def roster():
-    return load_roster()
 
 
 def config(**fields) -> ExperimentConfig:

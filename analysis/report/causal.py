@@ -8,6 +8,7 @@ twin of (the control skill attempt, or for a gated chain's hop the same hop of i
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -17,7 +18,7 @@ from ...records import chain_id_of
 from ...records.intervention import HAND_OFF_ARTIFACT, control_trial_id, parse_arm
 from ...store import RunStore, TrialRow
 from ..bootstrap import Bootstrap
-from ..causal import InterventionPair, causal_table, intervention_pairs, pair_sums
+from ..causal import InterventionPair, causal_table, counted_pairs, intervention_pairs
 from ..paired import PairingRules
 from .context import Artifact, PageContext, artifact
 from .data import noise_text
@@ -39,14 +40,16 @@ class CausalSection:
     unplanted: Optional[str] = None
 
 
-def _members(pairs: Sequence[InterventionPair], rules: PairingRules, label: str, model: str) -> Members:
-    """The trials behind a row: each pair the table counts, intervention first, then its control."""
-    ids: list[str] = []
-    for p in pairs:
-        if p.label == label and model in (POOLED, p.model) and pair_sums(p, rules) is not None:
-            ids += [p.intervention.trial_id, p.control.trial_id]
-    return Members(f"Intervention {label}, model {model}: each intervention attempt and its control",
-                   trial_ids=tuple(dict.fromkeys(ids)))
+def _members(pairs: Sequence[InterventionPair], rules: PairingRules) -> dict[tuple[str, str], Members]:
+    """The trials behind each row, by (intervention, model): each pair the table counts, intervention first, then
+    its control."""
+    ids: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for p, _ in counted_pairs(pairs, rules):
+        for key in ((p.label, POOLED), (p.label, p.model)):
+            ids[key] += [p.intervention.trial_id, p.control.trial_id]
+    return {(label, model): Members(f"Intervention {label}, model {model}: each intervention attempt and its "
+                                    f"control", trial_ids=tuple(dict.fromkeys(trials)))
+            for (label, model), trials in ids.items()}
 
 
 def _covered(row: Row) -> str:
@@ -97,7 +100,8 @@ def causal_view(store: RunStore, results: Sequence[dict[str, Any]], rules: Pairi
                 unplanted = f"the planted effects could not be derived ({error})"
     frame = _pooled_first(frame)
     planted = "planted_net" in frame.columns
-    members: list[Optional[Members]] = [_members(pairs, rules, row["intervention"], row["model"])
+    by_row = _members(pairs, rules)
+    members: list[Optional[Members]] = [by_row.get((row["intervention"], row["model"]))
                                         for row in frame.iter_rows(named=True)]
     n_identical = int(frame.filter(pl.col("model") == POOLED)["n_identical"].sum())
     note = (("SYNTHETIC: models and judges were replaced by calibrated random draws. " if synthetic else "")

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..claims.taxonomy import DEFAULT_TAXONOMY
 from ..problems import FAMILIES
 from ..records import BudgetSpec
-from ..records.intervention import PLAIN_TOKENS, ablation_token, gate_token, probe_token
+from ..records.intervention import PLAIN_TOKENS, GateMode, ablation_token, gate_token, probe_token
+from ..synthetic.plant import planted_closure
 from ..synthetic.spec import SyntheticSpec
 
 if TYPE_CHECKING:
@@ -178,6 +179,17 @@ class ClaimAblation(_Intervention):
             [ablation_token(claim=i) for i in range(self.claims)]
 
 
+class _ChainTwinnable(_Intervention):
+    """An intervention that can also give every chain a twin (each hop k >= 1 reading through it)."""
+
+    benchmark: bool = Field(True, description="a twin of the benchmark's skill arms")
+    chains: bool = Field(False, description="a twin of every chain (needs `chains:`)")
+
+    @property
+    def on_benchmark(self) -> bool:
+        return self.benchmark
+
+
 class Placebo(_Intervention):
     """A SKILL.md of another problem of the same family (the next one of the campaign's problems, cyclically; same
     model, replicate and source DSL), trimmed to the length of the control's source SKILL.md."""
@@ -192,42 +204,29 @@ class BudgetMatchedSolo(_Intervention):
     kind: Literal["budget_matched_solo"]
 
 
-class Episodic(_Intervention):
+class Episodic(_ChainTwinnable):
     """Excerpts of the source attempt's own transcript and verdicts instead of its distilled SKILL.md, trimmed to
     the SKILL.md's length. `chains`: an episodic twin of every chain, each hop k >= 1 reading hop k-1's episodes —
     does repeated distillation decay where episodes do not?"""
 
     kind: Literal["episodic"]
-    benchmark: bool = Field(True, description="an episodic twin of the benchmark's skill arms")
-    chains: bool = Field(False, description="an episodic twin of every chain (needs `chains:`)")
-
-    @property
-    def on_benchmark(self) -> bool:
-        return self.benchmark
 
 
-class VerificationGate(_Intervention):
+class VerificationGate(_ChainTwinnable):
     """Before hand-off, the claims the support reading (claims/support.py: the source attempt's own verdicts)
     does not back are removed (`remove`) or marked "unverified — test before relying on it" (`mark`). `benchmark`:
     a gated twin of each skill arm; `chains`: a gated twin of every chain, gated at every hop."""
 
     kind: Literal["verification_gate"]
-    mode: Literal["remove", "mark"] = "remove"
-    benchmark: bool = Field(True, description="gate the benchmark's skill arms")
-    chains: bool = Field(False, description="plan a gated twin of every chain (needs `chains:`)")
+    mode: GateMode = "remove"
 
     def tokens(self) -> list[str]:
         return [gate_token(self.mode)]
 
-    @property
-    def on_benchmark(self) -> bool:
-        return self.benchmark
-
 
 # The default planted closure: false for every problem of the suite (each has a solution faster than eager) and the
-# claim the synthetic probe plants (synthetic/plant.py), so real and synthetic probes look for the same words.
-PLANTED_CLOSURE = ("Eager PyTorch is already the best anyone could ever do for this fused operator, so a custom "
-                   "kernel is always wasted effort.")
+# claim the synthetic probe plants, so real and synthetic probes look for the same words.
+PLANTED_CLOSURE = planted_closure().text
 
 
 class ContainmentProbe(_Intervention):
@@ -310,7 +309,8 @@ class ExperimentConfig(_Strict):
     chains: Optional[ChainSpec] = None
     interventions: list[InterventionSpec] = Field(
         default_factory=list, description="intervention arms (claim_ablation, placebo, budget_matched_solo, "
-                                          "episodic, verification_gate): twins of the skill arms, paired with them")
+                                          "episodic, verification_gate, containment_probe): twins of the skill arms "
+                                          "or of the chains, paired with them")
     target: Literal["auto", "gpu", "cpu"] = Field(
         "auto", description="the TIRx variant: gpu, cpu (llvm), or auto (cpu on a machine without a GPU). "
                             "CuTe DSL is always the GPU variant, judged compile-only where there is no GPU")
@@ -348,12 +348,12 @@ class ExperimentConfig(_Strict):
         if self.benchmark is None and self.chains is None and not any(i.on_benchmark for i in self.interventions):
             raise ValueError("benchmark: a campaign needs benchmark arms, chains or interventions")
         for i, spec in enumerate(self.interventions):
-            if isinstance(spec, (VerificationGate, Episodic)) and spec.chains and self.chains is None:
+            if isinstance(spec, _ChainTwinnable) and spec.chains and self.chains is None:
                 raise ValueError(f"interventions[{i}].chains: twin chains need a `chains:` section to twin")
             if isinstance(spec, ContainmentProbe) and (self.chains is None or self.chains.hops < 2):
                 raise ValueError(f"interventions[{i}].kind: a containment probe plants into hop 1 of the chains: it "
                                  f"needs a `chains:` section of at least 2 hops")
-            if isinstance(spec, (VerificationGate, Episodic)) and not (spec.chains or spec.benchmark):
+            if isinstance(spec, _ChainTwinnable) and not (spec.chains or spec.benchmark):
                 raise ValueError(f"interventions[{i}].benchmark: an intervention on neither the benchmark nor the "
                                  f"chains plans nothing")
         if self.problems.synthetic is not None and self.synthetic is None:
@@ -379,7 +379,7 @@ class ExperimentConfig(_Strict):
         """(token, spec) of every twin each chain gets, in config order: the gated and the episodic twins of the
         interventions with `chains: true`, and the containment probes' chains."""
         return [(token, i) for i in self.interventions
-                if (isinstance(i, (VerificationGate, Episodic)) and i.chains) or isinstance(i, ContainmentProbe)
+                if (isinstance(i, _ChainTwinnable) and i.chains) or isinstance(i, ContainmentProbe)
                 for token in i.tokens()]
 
     @property

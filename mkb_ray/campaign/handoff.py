@@ -25,7 +25,7 @@ import json
 from typing import TYPE_CHECKING, Any, Optional
 
 from ..records import AttemptRecord, HandOff, Trial
-from ..records.intervention import InterventionRef, control_trial_id, parse_arm
+from ..records.intervention import InterventionRef, control_trial_id, is_intervention_arm, parse_arm
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def needs_hand_off(trial: Trial) -> bool:
     """Whether `trial` reads something other than its source's SKILL.md as it is."""
-    if trial.arm_name is None or "~" not in trial.arm_name:
+    if not is_intervention_arm(trial.arm_name):
         return False
     return trial.kind == "intervention" or (trial.kind == "chain_hop" and trial.skill_from is not None)
 

@@ -10,6 +10,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records.intervention import chain_variant
+
 TIER_COLUMNS = ("fail", "pass", "pass2x", "compile_only", "none")
 
 
@@ -27,15 +29,15 @@ class RunSummary:
 
 
 def group_of(row: Any) -> str:
-    """The row's arm for reporting: the benchmark or intervention arm name, `chain h<k> (<dsl>)` (`gated chain
-    ...` for a gated twin's hops), or `chain base (<dsl>)`."""
+    """The row's arm for reporting: the benchmark or intervention arm name, `chain h<k> (<dsl>)` (followed by the
+    twin's token for a chain twin's hops: `gate-remove`, `episodic`, `probe`...), or `chain base (<dsl>)`."""
     if row.kind in ("benchmark", "intervention"):
         return row.arm_name or f"{row.arm}_{row.dsl}"
     if row.kind == "chain_hop":
         # Long chains are summarised by decade of hops (a 100-hop chain would otherwise print 100 rows).
         hops = str(row.hop) if row.hop < 3 else _decade(row.hop)
-        gated = row.arm_name.partition("~")[2] if row.arm_name else ""
-        return f"{'gated chain' if gated else 'chain'} h{hops} ({row.dsl}){f' {gated}' if gated else ''}"
+        twin = chain_variant(row.arm_name)   # a chain twin's token: gate-remove, episodic, probe...
+        return f"chain h{hops} ({row.dsl})" + (f" {twin}" if twin else "")
     return f"chain base ({row.dsl})"
 
 

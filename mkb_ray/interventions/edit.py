@@ -20,7 +20,7 @@ from typing import AbstractSet, Optional, Sequence
 
 from ..claims.segment import segment
 from ..records.claims import ClaimRecord
-from ..synthetic.skill_md import _CLAIM as _SYNTHETIC_CLAIM_COMMENT
+from ..synthetic.skill_md import CLAIM_COMMENT as _SYNTHETIC_CLAIM_COMMENT
 from ..synthetic.skill_md import parse_skill
 
 UNVERIFIED_LABEL = "(unverified — test before relying on it)"

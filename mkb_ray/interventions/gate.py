@@ -8,15 +8,15 @@ arm asks whether the next attempt does better when what nobody checked is out of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
 from ..claims.segment import segment
 from ..claims.support import evidence_from_record, judge_support
 from ..records.attempt import AttemptRecord
 from ..records.claims import Support
+from ..records.intervention import GateMode
 from .edit import mark_claims, remove_claims
 
-GateMode = Literal["remove", "mark"]
 GATE_MODES: tuple[GateMode, ...] = ("remove", "mark")
 
 

@@ -95,10 +95,16 @@ def probe_token(mode: Optional[GateMode], name: str = "") -> str:
 PLAIN_TOKENS: dict[InterventionKind, str] = {kind: token for token, kind in _KIND_OF_PLAIN.items()}
 
 
+def is_intervention_arm(arm_name: Optional[str]) -> bool:
+    """Whether an arm name states an intervention (a twin's arm, or a chain twin's hop), without parsing it."""
+    return bool(arm_name) and SEPARATOR in arm_name  # type: ignore[operator]
+
+
 def parse_arm(arm_name: Optional[str]) -> Optional[InterventionRef]:
     """The intervention an arm name states, or None for an arm without one (a plain benchmark arm, a chain hop)."""
-    if not arm_name or SEPARATOR not in arm_name:
+    if not is_intervention_arm(arm_name):
         return None
+    assert arm_name is not None
     control, _, token = arm_name.partition(SEPARATOR)
     m = _TOKEN.match(token)
     if m is None or not control:

@@ -31,6 +31,7 @@ from typing import Any, Optional
 from ..records import Trial, TrialOutcome
 from ..records import AttemptConfig, AttemptRecord, LLMCallRecord, SubmissionRecord
 from ..records import Verdict
+from ..records.intervention import is_intervention_arm
 from .claims import ClaimContext, evolve, fresh_claims, poisson
 from .seeding import stable_int
 from .skill_md import parse_skill, render_skill, skill_source_tier
@@ -232,7 +233,7 @@ def synthetic_outcome(trial: Trial, source_skill: Optional[str], spec: Synthetic
     rng = random.Random(key)
     # An intervention's hand-off may have cut claims out of the source (claim ablation, placebo trim, gate): those
     # claims are gone, not malformed.
-    edited = trial.arm_name is not None and "~" in trial.arm_name
+    edited = is_intervention_arm(trial.arm_name)
     source_claims = parse_skill(source, strict=not edited) if trial.arm == "skill" else []
     closure = spec_taxonomy(spec.taxonomy).closure_category
     closure_claims = sum(c.category == closure for c in source_claims)

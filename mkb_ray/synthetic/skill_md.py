@@ -26,8 +26,9 @@ from .spec import MODALITIES, Layout, SkillLayout
 from .wordings import BOILERPLATE, SECTION_HEADINGS, SECTION_OF, TITLES
 from .wordings_styled import LEAD_INS, STYLED_BOILERPLATE
 
-_CLAIM = re.compile(r"<!-- claim:(\S+) parent:(\S+) cat:(\S+) mod:(\S+) edge:(\S+) idea:(\S+) var:(\d+) slots:(\S*) "
-                    r"--> ")
+# A claim's ground-truth comment (public: the intervention edits find the comments whose claims they cut by it).
+CLAIM_COMMENT = re.compile(r"<!-- claim:(\S+) parent:(\S+) cat:(\S+) mod:(\S+) edge:(\S+) idea:(\S+) var:(\d+) "
+                           r"slots:(\S*) --> ")
 _HEADER = re.compile(r"^<!-- synthetic-skill attempt:(\S+) tier:(\S+) -->$", re.MULTILINE)
 # A comment alone on its line(s) goes with its line; an inline one with the space after it (or before it, at the
 # end of a line). `(?:(?!-->).)*` keeps a match inside one comment.
@@ -216,7 +217,7 @@ def parse_skill(text: Optional[str], strict: bool = True) -> list[SyntheticClaim
     if not text:
         return []
     claims: list[SyntheticClaim] = []
-    for m in _CLAIM.finditer(text):
+    for m in CLAIM_COMMENT.finditer(text):
         claim_id, parents, cat, mod, edge, idea, var, slot_text = m.groups()
         info = IDEAS.get((cat, idea))
         if info is None or mod not in MODALITIES or edge not in EDGES or int(var) >= len(info.phrasings):
