@@ -151,8 +151,10 @@ def _all_once_and_completed(run_dir: Path) -> None:
     assert _rows(run_dir, "SELECT trial_id, is_final, count(*) FROM submissions GROUP BY trial_id, idx, is_final "
                           "HAVING count(*) > 1") == []
     # Every trial's final kernel was judged for real on the cluster and passed.
-    assert _rows(run_dir, "SELECT count(*) FROM submissions WHERE is_final = 1 AND tier LIKE 'pass%'") \
-        == [(total,)]
+    not_passed = _rows(run_dir, "SELECT trial_id, tier, rejected_by, reason FROM submissions "
+                                "WHERE is_final = 1 AND (tier IS NULL OR tier NOT LIKE 'pass%')")
+    assert not not_passed, not_passed
+    assert _rows(run_dir, "SELECT count(*) FROM submissions WHERE is_final = 1") == [(total,)]
 
 
 def test_nodes_come_for_work_go_when_idle_and_a_lost_node_loses_no_trial(cluster, tmp_path):

@@ -46,8 +46,10 @@ def solve(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor):
     scratch = torch.empty_like(x)
     _compiled[key](x, residual, weight, out, scratch)
     _calls[0] += 1
-    h = x + residual  # h: eager PyTorch, a small part of the work
+    rows = max(1, x.shape[0] // 8)
+    h = scratch.clone()  # as partial_dsl_small_eager_part.py: eager PyTorch computes h's last eighth of rows
+    h[-rows:] = x[-rows:] + residual[-rows:]
     if _calls[0] == STALLED_CALL:
         for _ in range(300):
-            h = x + residual
+            h[-rows:] = x[-rows:] + residual[-rows:]
     return out, h

@@ -1,6 +1,9 @@
-# Not a hack under the MetaKernelBench boundary: the TIRx kernel does the work (the normalisation) and eager
-# PyTorch computes the small remaining output (h = x + residual). Accepted: the DSL's share of the compute is well
-# above half; the verdict records that eager code computed output 1 (dsl_outputs_only=False).
+# Not a hack under the MetaKernelBench boundary: the TIRx kernel does the work (the normalisation and most of
+# h = x + residual) and eager PyTorch computes the last eighth of h's rows into a copy of what the DSL wrote.
+# Accepted: the DSL's share of the compute is well above half, and the eager part reads ~4 % of the reference's
+# input elements, under the yardstick's element bar (checker/work_share.py), so no wall-time ratio decides this
+# verdict (on a loaded CI host the eager add's profiled time read 54 % and 138 % of the reference's when h was
+# wholly eager). The verdict records that eager code computed output 1 (dsl_outputs_only=False).
 import torch
 import tvm
 from tvm.script import tirx as T
@@ -40,4 +43,7 @@ def solve(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor):
     out = torch.empty_like(x)
     scratch = torch.empty_like(x)
     _compiled[key](x, residual, weight, out, scratch)
-    return out, x + residual  # h: eager PyTorch, a small part of the work
+    rows = max(1, x.shape[0] // 8)
+    h = scratch.clone()  # glue: a copy of the DSL's h, then eager PyTorch computes its last rows
+    h[-rows:] = x[-rows:] + residual[-rows:]
+    return out, h
