@@ -7,8 +7,9 @@
 # becomes stub install records in a Python 3.12 venv, and that venv's pip resolves vLLM's requirements against them,
 # so only the missing or conflicting ones are downloaded (measured 2026-12-06: 120 packages, numpy 2.3 and protobuf 6
 # among them — mistral-common needs numpy<2.4 and cutlass-dsl 4.6 protobuf<7 — which shadow the host's only in
-# processes that put /tmp/vllm-site first). Left out, with vLLM installed without its own dependency check:
-#   llguidance (1.7 is not in our registry), numba (0.65 wants an older numpy; the host has 0.68), torch/torchvision/
+# processes that put /tmp/vllm-site first). llguidance 1.7 is not in our registry: 1.6.1 is staged instead (vLLM's
+# engine imports it at start-up; measured on the H100, 2026-12-06). Left out, with vLLM installed without its own
+# dependency check: numba (0.65 wants an older numpy; the host has 0.68), torch/torchvision/
 #   torchaudio (on the host, at the pinned versions), and kernels an fp32/bf16 SmolLM2 never loads: tilelang,
 #   humming-kernels, quack-kernels, tokenspeed-mla, PyNvVideoCodec, torchcodec, and CuTe DSL's CUDA 12 libraries.
 # Whether `vllm serve` starts without them is what the first run on the host shows (benchmarks/results/ says).
@@ -22,6 +23,7 @@ set -euo pipefail
 PY312=${PY312:-python3.12}
 VLLM_VERSION=0.26.0
 RAY_SERVE="ray[serve]==2.60.0"
+LLGUIDANCE="llguidance==1.6.1"   # the newest our registry has; vLLM 0.26.0 asks for >=1.7,<1.8
 LEFT_OUT='^(llguidance|numba|torch|torchaudio|torchvision|tilelang|humming-kernels|quack-kernels|tokenspeed-mla|PyNvVideoCodec|torchcodec)([^A-Za-z0-9_.-]|$)'
 NOT_ON_CUDA13='^nvidia-cutlass-dsl-libs-cu12=='
 PART_BYTES=42000000   # beside the working tree (~11 MB), within one transfer's 64 MiB
@@ -59,7 +61,7 @@ for line in metadata.splitlines():
             print(requirement)
 PY
 "$resolver" -m pip install --dry-run -q --only-binary=:all: --report "$work/report.json" \
-  -r "$work/requirements.txt" "$RAY_SERVE" 2>&1 | grep -v "^WARNING: Location" || true
+  -r "$work/requirements.txt" "$RAY_SERVE" "$LLGUIDANCE" 2>&1 | grep -v "^WARNING: Location" || true
 "$resolver" - "$work/report.json" > "$work/closure.txt" <<'PY'
 import json, sys
 for item in json.load(open(sys.argv[1]))["install"]:
