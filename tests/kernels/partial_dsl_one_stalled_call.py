@@ -1,7 +1,8 @@
 # The honest partial kernel of partial_dsl_small_eager_part.py, with one stalled call: on its 12th call — the judge's
 # first profiled call when the problem has outlier draws (first draw, 4 more correctness draws, 2 outlier draws, the
 # knockout's probe, knockout and scramble, the profiled draw's unprofiled twin, then the profiled draw) — its eager
-# part runs 300 times over, as one operator did in CI when a neighbour took the cores. The decoration rule
+# part runs 300 times over (a stall like the ~50-fold one an operator took in CI when a neighbour took the
+# cores). The decoration rule
 # must not reject on that one call (checker/work_share.py); tests/test_judge.py checks the stall did land on a
 # profiled call.
 import torch
