@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 import polars as pl
 
-from ..records import chain_id_of
+from ..records import chain_id_of, hop_bucket
 from ..records.intervention import chain_variant, parse_arm
 from ..records.claims import LineageEdgeRecord
 from .bootstrap import Bootstrap, ratio
@@ -51,16 +51,6 @@ def chain_variants(rows: Iterable[dict[str, Any]]) -> dict[str, str]:
     rows (`cells.result_rows`)."""
     return {chain_id_of(r["model"], r["problem_id"], r["chain"]): chain_variant(r["arm_name"])
             for r in rows if r["kind"] == "chain_hop" and r["chain"] is not None}
-
-
-def hop_bucket(hop: int) -> tuple[int, str]:
-    """(order, label) of a hop in the per-kind table: hops 0, 1 and 2 alone, then 3-9 and decades (10-19, ...), so
-    that a 100-hop chain is a dozen rows."""
-    if hop < 3:
-        return hop, str(hop)
-    if hop < 10:
-        return 3, "3-9"
-    return 3 + hop // 10, f"{hop // 10 * 10}-{hop // 10 * 10 + 9}"
 
 
 def kind_hop_table(rows: Sequence[dict[str, Any]], rules: PairingRules = PairingRules(), n_boot: int = 1000,

@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from ..records import chain_id_of
-from ..records.intervention import parse_arm
+from ..records.intervention import parse_arm, probe_token
 from ..store import RunStore
 from .bootstrap import Bootstrap
 from .chains import problem_of_chain
@@ -71,8 +71,6 @@ def probe_settings(meta: dict[str, Any]) -> dict[str, tuple[str, int]]:
     """token -> (planted claim, within) of the run's containment probes, from its stored config."""
     config = json.loads(meta.get("config_json") or "{}")
     out = {}
-    from ..records.intervention import probe_token
-
     for spec in config.get("interventions") or []:
         if spec.get("kind") == "containment_probe":
             for gate in spec.get("gates") or ["none", "remove"]:

@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..records import hop_bucket
 from ..records.intervention import chain_variant
 
 TIER_COLUMNS = ("fail", "pass", "pass2x", "compile_only", "none")
@@ -34,16 +35,10 @@ def group_of(row: Any) -> str:
     if row.kind in ("benchmark", "intervention"):
         return row.arm_name or f"{row.arm}_{row.dsl}"
     if row.kind == "chain_hop":
-        # Long chains are summarised by decade of hops (a 100-hop chain would otherwise print 100 rows).
-        hops = str(row.hop) if row.hop < 3 else _decade(row.hop)
+        hops = hop_bucket(row.hop)[1]   # a 100-hop chain would otherwise print 100 rows
         twin = chain_variant(row.arm_name)   # a chain twin's token: gate-remove, episodic, probe...
         return f"chain h{hops} ({row.dsl})" + (f" {twin}" if twin else "")
     return f"chain base ({row.dsl})"
-
-
-def _decade(hop: int) -> str:
-    low = 3 if hop < 10 else hop // 10 * 10
-    return f"{low}-{hop // 10 * 10 + 9}"
 
 
 def summarise(store: Any) -> RunSummary:

@@ -15,10 +15,10 @@ from .attempt import (SCHEMA_VERSION, AttemptConfig, AttemptRecord, AttemptStatu
                       LLMUsage, StopReason, SubmissionRecord)
 from .dependencies import TrialGraph, downstream
 from .intervention import HandOff, InterventionRef, parse_arm
-from .trial import Dsl, StoredArtifact, Target, Trial, TrialOutcome, TrialStatus, chain_id_of
+from .trial import Dsl, StoredArtifact, Target, Trial, TrialOutcome, TrialStatus, chain_id_of, hop_bucket
 from .verdict import CheckResult, CompileRecordModel, Tier, Verdict
 
 __all__ = ["SCHEMA_VERSION", "AttemptConfig", "AttemptRecord", "AttemptStatus", "BudgetSpec", "CheckResult",
            "CompileRecordModel", "Dsl", "HandOff", "InterventionRef", "LLMCallRecord", "LLMUsage", "StopReason",
            "StoredArtifact", "SubmissionRecord", "Target", "Tier", "Trial", "TrialGraph", "TrialOutcome",
-           "TrialStatus", "Verdict", "chain_id_of", "downstream", "parse_arm"]
+           "TrialStatus", "Verdict", "chain_id_of", "downstream", "hop_bucket", "parse_arm"]

@@ -28,6 +28,16 @@ def chain_id_of(model: str, problem_id: str, chain: int) -> str:
     return f"{model}/{problem_id}/chain{chain}"
 
 
+def hop_bucket(hop: int) -> tuple[int, str]:
+    """(order, label) of a chain hop where long chains are summarised (the run summary, the report's per-kind hop
+    table): hops 0, 1 and 2 alone, then 3-9 and decades (10-19, ...), so that a 100-hop chain is a dozen rows."""
+    if hop < 3:
+        return hop, str(hop)
+    if hop < 10:
+        return 3, "3-9"
+    return 3 + hop // 10, f"{hop // 10 * 10}-{hop // 10 * 10 + 9}"
+
+
 @dataclass(frozen=True, slots=True)
 class Trial:
     """One planned attempt."""
