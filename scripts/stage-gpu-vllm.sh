@@ -26,7 +26,6 @@ RAY_SERVE="ray[serve]==2.60.0"
 LLGUIDANCE="llguidance==1.6.1"   # the newest our registry has; vLLM 0.26.0 asks for >=1.7,<1.8
 LEFT_OUT='^(llguidance|numba|torch|torchaudio|torchvision|tilelang|humming-kernels|quack-kernels|tokenspeed-mla|PyNvVideoCodec|torchcodec)([^A-Za-z0-9_.-]|$)'
 NOT_ON_CUDA13='^nvidia-cutlass-dsl-libs-cu12=='
-PART_BYTES=42000000   # beside the working tree (~11 MB), within one transfer's 64 MiB
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/whl" "$work/site"
@@ -72,21 +71,10 @@ grep -v -E "$NOT_ON_CUDA13" "$work/closure.txt" > "$work/staged.txt"
   | grep -v "^WARNING: Location" || true
 for w in "$work"/whl/*.whl; do unzip -q -o "$w" -d "$work/site"; done  # unzip keeps the executable bits
 cp "$work/staged.txt" "$work/site/STAGED-PACKAGES.txt"
-rm -rf .gpv[0-9] .gpv[0-9][0-9]
-tar -C "$work/site" -cf - . | xz -T0 -6 | split -b "$PART_BYTES" -d - "$work/site.tar.xz.part-"
-i=0
-for p in "$work"/site.tar.xz.part-*; do i=$((i + 1)); mkdir -p ".gpv$i"; mv "$p" ".gpv$i/"; done
-cat > ".gpv$i/install-vllm.sh" <<'SH'
-#!/usr/bin/env bash
-# On the GPU host, after every other part is in /tmp/vllm-parts: unpack vLLM's site tree into /tmp/vllm-site, write
-# env.sh (the site first on PYTHONPATH, for the serving processes only) and show that vllm and ray.serve import.
-set -euo pipefail
-parts=/tmp/vllm-parts; mkdir -p "$parts" /tmp/vllm-site
-cp "${1:?folder of the last part}"/site.tar.xz.part-* "$parts"/
-cat "$parts"/site.tar.xz.part-* | xz -d | tar -C /tmp/vllm-site -xf -
-echo 'export PYTHONPATH=/tmp/vllm-site${PYTHONPATH:+:$PYTHONPATH}' > "$parts"/env.sh
-source "$parts"/env.sh
-python3 -c 'import vllm, ray, ray.serve, torch; print("ok: vllm", vllm.__version__, "ray", ray.__version__, torch.cuda.get_device_name(0))'
-SH
+source scripts/lib/site-parts.sh
+i=$(pack_site_parts "$work/site" gpv 6)
+# The site goes first on PYTHONPATH only in the processes that source env.sh: the serving ones.
+write_site_installer ".gpv$i/install-vllm.sh" /tmp/vllm-parts /tmp/vllm-site /tmp/vllm-site \
+  'import vllm, ray, ray.serve, torch; print("ok: vllm", vllm.__version__, "ray", ray.__version__, torch.cuda.get_device_name(0))'
 echo "staged $(wc -l < "$work/staged.txt") packages + vllm $VLLM_VERSION in $i parts:"
 du -sh .gpv[0-9]*

@@ -12,21 +12,11 @@ cat .gpu[0-9]/wheels.tar.part-* | tar -C "$work/whl" -xf -
 for w in "$work"/whl/*.whl; do unzip -q -o "$w" -d "$work/site"; done  # unzip keeps the executable bits
 extras=$(mktemp -d); last=$(ls -d .gpu[0-9] | sort | tail -n 1)
 mv "$last/py" "$last/bwrap" "$extras/"
-rm -rf .gpu[0-9]
-tar -C "$work/site" -cf - . | xz -T0 -7 | split -b 42000000 -d - "$work/site.tar.xz.part-"
-i=0
-for p in "$work"/site.tar.xz.part-*; do i=$((i + 1)); mkdir -p ".gpu$i"; mv "$p" ".gpu$i/"; done
+source scripts/lib/site-parts.sh
+i=$(pack_site_parts "$work/site" gpu 7)
 mv "$extras/py" "$extras/bwrap" ".gpu$i/"
-cat > ".gpu$i/install-xz.sh" <<'SH'
-#!/usr/bin/env bash
-# On the GPU host: gather the last part, unpack the site tree into /tmp/gpu-site, write env.sh.
-set -euo pipefail
-w=/tmp/gpu-wheels; mkdir -p "$w" /tmp/gpu-site
-cp "${1:?folder of the last part}"/site.tar.xz.part-* "$w"/
-cat "$w"/site.tar.xz.part-* | xz -d | tar -C /tmp/gpu-site -xf -
-echo 'export PYTHONPATH=/tmp/gpu-site:/tmp/gpu-site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}' > "$w"/env.sh
-source "$w"/env.sh
-python3 -c 'import cutlass, tvm, torch; print("ok: cutlass", cutlass.__version__, "tvm", tvm.__version__, torch.cuda.get_device_name(0))'
-SH
+write_site_installer ".gpu$i/install-xz.sh" /tmp/gpu-wheels /tmp/gpu-site \
+  /tmp/gpu-site:/tmp/gpu-site/nvidia_cutlass_dsl/dsl_packages \
+  'import cutlass, tvm, torch; print("ok: cutlass", cutlass.__version__, "tvm", tvm.__version__, torch.cuda.get_device_name(0))'
 rm -rf "$work" "$extras"
 du -sh .gpu[0-9]
