@@ -1,8 +1,9 @@
 """EvaluatorActor: the judge as a Ray actor, owning a pool of judging slots on one GPU or on CPU cores.
 
 What it adds to `mkb_ray.judge.judge_kernel`:
-- placement: one actor per GPU (`num_gpus=1`, so it never shares a GPU with a model server), or one actor with
-  N CPU slots; Ray's `CUDA_VISIBLE_DEVICES` pins every judging process it starts to its GPU;
+- placement: one actor per GPU (`num_gpus=1`, so it never shares a GPU with a model server, unless a one-GPU host's
+  config splits it: `scheduler.model_gpu_fraction`), or one actor with N CPU slots; Ray's `CUDA_VISIBLE_DEVICES`
+  pins every judging process it starts to its GPU;
 - a pool: at most `slots` judgements at once, each by a fresh checker and kernel process (the judge's isolation
   rule) taken from a warm `CheckerPool` (torch and the DSLs already imported) — and after a crash or CUDA error
   the slot is health-checked (a fresh CUDA context must come up) before it takes the next job;
@@ -106,14 +107,15 @@ class EvaluatorActor:
 
 
 def make_evaluator(device: str = "cpu", slots: int = 1, max_restarts: int = 0, max_task_retries: int = 0,
-                   actor_options: Optional[dict[str, Any]] = None, **kwargs: Any) -> Any:
+                   actor_options: Optional[dict[str, Any]] = None, gpu_share: float = 1.0, **kwargs: Any) -> Any:
     """Start an EvaluatorActor on Ray: a whole GPU for 'cuda', `slots` CPUs for 'cpu'. With `max_restarts`, Ray
     restarts a dead actor; with `max_task_retries`, a call in flight when it died runs again on the restarted
     actor (judging is idempotent, so the submission is simply judged again). `actor_options`: further Ray actor
-    options (a role's custom resources; a name and detached lifetime for a cluster run)."""
+    options (a role's custom resources; a name and detached lifetime for a cluster run). `gpu_share` below 1: the
+    GPU is shared with a model replica that asked for the rest (one-GPU hosts)."""
     import ray
 
-    resources = {"num_gpus": 1, "num_cpus": 1} if device == "cuda" else {"num_cpus": slots}
+    resources = {"num_gpus": gpu_share, "num_cpus": 1} if device == "cuda" else {"num_cpus": slots}
     remote_class = ray.remote(max_concurrency=max(4, 2 * slots), max_restarts=max_restarts,
                               max_task_retries=max_task_retries, **resources)(EvaluatorActor)
     if actor_options:

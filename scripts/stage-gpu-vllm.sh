@@ -31,22 +31,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/whl" "$work/site"
 "$PY312" -m venv "$work/resolver"
 resolver="$work/resolver/bin/python"
-"$resolver" - scripts/gpu-host-packages.txt <<'PY'
-import re, site, sys
-from pathlib import Path
-root = Path(site.getsitepackages()[0])
-for line in Path(sys.argv[1]).read_text().splitlines():
-    if line.startswith("#") or "==" not in line:
-        continue
-    name, version = line.strip().split("==", 1)
-    if name.lower() in ("pip", "setuptools", "wheel"):
-        continue  # the resolver's own tools stay real
-    record = root / f"{re.sub(r'[-.]', '_', name)}-{version}.dist-info"
-    record.mkdir(exist_ok=True)
-    (record / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (record / "INSTALLER").write_text("host-stub\n")
-    (record / "RECORD").write_text("")
-PY
+"$resolver" scripts/lib/stub_records.py scripts/gpu-host-packages.txt
 "$resolver" -m pip download -q --no-deps --only-binary=:all: -d "$work/whl" "vllm==$VLLM_VERSION" 2>&1 \
   | grep -v "^WARNING: Location" || true
 "$resolver" - "$work"/whl/vllm-*.whl "$LEFT_OUT" > "$work/requirements.txt" <<'PY'
@@ -71,6 +56,7 @@ grep -v -E "$NOT_ON_CUDA13" "$work/closure.txt" > "$work/staged.txt"
   | grep -v "^WARNING: Location" || true
 for w in "$work"/whl/*.whl; do unzip -q -o "$w" -d "$work/site"; done  # unzip keeps the executable bits
 cp "$work/staged.txt" "$work/site/STAGED-PACKAGES.txt"
+cp "$work/staged.txt" scripts/gpu-vllm-site-packages.txt   # what scripts/stage-gpu-mkb.sh resolves against
 source scripts/lib/site-parts.sh
 i=$(pack_site_parts "$work/site" gpv 6)
 # The site goes first on PYTHONPATH only in the processes that source env.sh: the serving ones.

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from mkb_ray.actors.evaluator_slots import EvaluatorSlots, NoEvaluatorLeft, PoolLoad
-from mkb_ray.campaign.services import EvaluatorPool, evaluator_slot_counts, route_evaluators
+from mkb_ray.campaign.services import EvaluatorPool, evaluator_gpu_share, evaluator_slot_counts, route_evaluators
 
 PROBLEM = "mlp_norm/01_fused_add_rmsnorm"
 
@@ -91,6 +91,8 @@ def test_capacity_sums_the_evaluators_slots():
     assert evaluator_slot_counts("cpu", slots=3, gpus=0) == [3]
     with pytest.raises(RuntimeError, match="no GPU"):
         evaluator_slot_counts("cuda", slots=1, gpus=0)
+    # A model replica sharing the GPU (scheduler.model_gpu_fraction) leaves each GPU evaluator the rest.
+    assert (evaluator_gpu_share(1.0), evaluator_gpu_share(0.5), evaluator_gpu_share(0.3)) == (1.0, 0.5, 0.7)
 
 
 # -- the router on a local Ray ------------------------------------------------------------------------------------

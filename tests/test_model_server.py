@@ -89,6 +89,43 @@ def test_builders_refuse_what_vllm_cannot_serve():
         ModelServer(get_model("glm-5.3-flash"), backend="vllm_subprocess")
 
 
+def test_smollm2_on_a_gpu_shared_with_the_judge():
+    """`mkb serve smollm2 --device cuda` / experiments/gpu-proof.yaml: the CPU-roster model on one GPU in bf16, without
+    vLLM's start-up kernel warm-up, its bundle asking for its share of the GPU and vLLM sizing memory to that share."""
+    cpu_spec = get_model("smollm2")
+    spec = cpu_spec.on_gpu()
+    assert (cpu_spec.num_gpus, spec.num_gpus, spec.on_gpu() is spec) == (0, 1, True)
+    assert get_model("glm-5.3-flash").on_gpu().num_gpus == 8    # a GPU model keeps its roster placement
+    whole = llm_config_kwargs(spec, "gpu", "/models/smollm2")
+    engine = whole["engine_kwargs"]
+    assert engine["dtype"] == "bfloat16" and engine["enable_prompt_tokens_details"] is True
+    assert engine["kernel_config"] == {"enable_flashinfer_autotune": False, "enable_cutedsl_warmup": False}
+    assert "gpu_memory_utilization" not in engine and "placement_group_config" not in whole
+    half = llm_config_kwargs(spec, "gpu", "/models/smollm2", gpu_fraction=0.5)
+    assert half["engine_kwargs"]["gpu_memory_utilization"] == 0.45
+    assert half["placement_group_config"] == {"bundles": [{"GPU": 0.5}], "strategy": "STRICT_PACK"}
+    # The CPU placement ignores a GPU share; a share outside (0, 1] is refused.
+    assert "gpu_memory_utilization" not in llm_config_kwargs(cpu_spec, "cpu", "/m", gpu_fraction=0.5)["engine_kwargs"]
+    with pytest.raises(ValueError, match="gpu_fraction"):
+        llm_config_kwargs(spec, "gpu", "/m", gpu_fraction=1.5)
+    # The plain vLLM process of the serving benchmark gets the same engine, config groups as JSON.
+    argv = " ".join(api_server_argv(spec, "/models/smollm2", 8124, placement="gpu", python="python"))
+    for part in ("--dtype bfloat16", "--enable-prompt-tokens-details",
+                 '--kernel-config {"enable_flashinfer_autotune": false, "enable_cutedsl_warmup": false}'):
+        assert part in argv, part
+    assert "--enforce-eager" not in argv
+
+
+def test_ray_serve_llm_passes_a_gpu_share_on_to_vllm():
+    """Ray's own config model keeps our fractional bundle and tells vLLM's workers their share."""
+    llm = pytest.importorskip("ray.serve.llm")
+    spec = get_model("smollm2").on_gpu()
+    config = llm.LLMConfig(**llm_config_kwargs(spec, "gpu", "/models/x", gpu_fraction=0.5))
+    engine = config.get_engine_config()   # raises "Unknown engine argument" for a key vLLM does not know
+    assert engine.placement_bundles == [{"GPU": 0.5}]
+    assert engine.get_runtime_env_with_local_env_vars()["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.5"
+
+
 def test_api_server_argv_serves_the_roster_name_on_loopback():
     argv = api_server_argv(get_model("smollm2"), "/models/smollm2", 8123, python="python")
     assert argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]

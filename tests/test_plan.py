@@ -172,6 +172,30 @@ def test_trial_hashes_and_find_stale(problems, roster):
     assert problem_hash(path) == plan.by_id(h0).problem_hash
 
 
+def test_serving_smollm2_on_a_gpu_makes_its_trials_new_but_gpu_only_fields_leave_cpu_trials_fresh(problems, roster):
+    """`scheduler.model_devices: cuda` serves the CPU-roster SmolLM2 on a GPU in bf16: other numerics, so other trials;
+    the roster's GPU-only fields (dtype, start-up warm-up) must not make its CPU trials stale."""
+    from mkb_ray.campaign.build import plan_run
+    from mkb_ray.campaign.plan import trial_config_hash
+
+    base = config(benchmark={})
+    plan = plan_campaign(base, problems, roster, True)
+    stored = {t.trial_id: (t.config_hash, t.problem_hash, t.template_hash) for t in plan}
+    cpu = roster["smollm2"]
+    assert cpu.gpu_dtype == "bfloat16" and not cpu.gpu_kernel_warmup and cpu.num_gpus == 0
+    # The hash a CPU SmolLM2 trial had before the GPU fields existed: the same spec without them.
+    before = cpu.model_copy(update={"gpu_dtype": None, "gpu_kernel_warmup": True})
+    assert trial_config_hash(before, base.budget, "chat", "cpu", None) == \
+        trial_config_hash(cpu, base.budget, "chat", "cpu", None)
+    on_gpu = base.model_copy(update={"scheduler": base.scheduler.model_copy(update={"model_devices": "cuda"})})
+    run = plan_run(on_gpu, has_gpu=True)
+    assert run.roster["smollm2"].num_gpus == 1 and run.roster["glm-5.3"].num_gpus == roster["glm-5.3"].num_gpus
+    assert find_stale(run.plan, stored) == ids(plan)
+    warm = {**run.roster, "smollm2": run.roster["smollm2"].model_copy(update={"gpu_kernel_warmup": True})}
+    assert find_stale(plan_campaign(on_gpu, problems, warm, True),
+                      {t.trial_id: (t.config_hash, t.problem_hash, t.template_hash) for t in run.plan}) == []
+
+
 def test_estimate_is_positive_and_says_so(roster):
     bench = load_experiment(EXPERIMENTS / "benchmark-6model.yaml")
     plan = plan_campaign(bench, None, roster, has_gpu=True)

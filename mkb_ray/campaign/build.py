@@ -25,7 +25,7 @@ from .protocols import ModelServers
 from .reconcile import Reconciliation, reconcile
 from .trial_task import TrialContext, execute_batch
 from .scheduler import ModelLane, Progress, RunResult, Scheduler, SchedulerSettings
-from .services import EvaluatorPool, ModelServices, start_evaluators
+from .services import EvaluatorPool, ModelServices, evaluator_gpu_share, start_evaluators
 from .spool import DurableParts, OutcomeSpool, share_run_dir
 
 if TYPE_CHECKING:
@@ -68,6 +68,8 @@ def plan_run(config: ExperimentConfig, has_gpu: bool, load_problem_files: bool =
     from ..problems import load_problems
 
     roster = load_roster(config.roster_dir)
+    if config.scheduler.model_devices == "cuda":
+        roster = {name: spec.on_gpu() if spec.is_local else spec for name, spec in roster.items()}
     problems = None if config.problems.synthetic is not None or not load_problem_files else \
         load_problems(config.problems.root)
     return CampaignRun(config, roster, plan_campaign(config, problems, roster, has_gpu), has_gpu)
@@ -233,9 +235,11 @@ def start_campaign(run: CampaignRun, store: RunStore, options: RunOptions,
             device = ("cuda" if run.has_gpu else "cpu") if device == "auto" else device
             evaluator = start_evaluators(device, config.scheduler.evaluator_slots, _problems_root(config),
                                          str((store.run_dir / "baselines").resolve()), placement,
-                                         keep_as=durable.name if durable else None, protocol=config.protocol)
+                                         keep_as=durable.name if durable else None, protocol=config.protocol,
+                                         gpu_share=evaluator_gpu_share(config.scheduler.model_gpu_fraction))
         if config.synthetic is None:
-            services = ModelServices(gpu_role=dict(placement.model_gpu))
+            services = ModelServices(gpu_role=dict(placement.model_gpu),
+                                     gpu_fraction=config.scheduler.model_gpu_fraction)
             done = store.done_ids()
             waiting = sorted({t.model for t in run.plan if t.trial_id not in done})
             say(f"starting model server(s) for {', '.join(waiting) or 'none'} (SmolLM2 on CPU: about a minute)")

@@ -274,6 +274,14 @@ class SchedulerSpec(_Strict):
     model_concurrency: dict[str, int] = Field(
         default_factory=dict, description="roster name → attempts talking to it at once (overrides the "
                                           "roster's max_concurrency)")
+    model_devices: Literal["roster", "cuda"] = Field(
+        "roster", description="where our model servers run: roster (each model's num_gpus), or cuda (every local "
+                              "model on GPUs, CPU-roster ones too: the embedded SmolLM2 on a GPU host)")
+    model_gpu_fraction: float = Field(
+        1.0, gt=0, le=1, description="share of each GPU a model replica asks for; below 1, each GPU evaluator asks "
+                                     "for the rest, so a one-GPU host serves the model and judges on that one GPU "
+                                     "(the judge's device lock orders judgements, not the model's decoding: its "
+                                     "timings are then noisier)")
     attempts_per_eval_slot: int = Field(
         8, ge=1, description="attempts in flight per evaluator judgement slot: bounds dispatch by the "
                              "evaluators' capacity as well as the models' (an attempt spends most of its budget "

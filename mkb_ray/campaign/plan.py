@@ -46,7 +46,7 @@ _ARMS: dict[str, tuple[str, str, Optional[str]]] = {
 }
 # ModelSpec fields that size the serving, not the attempt: changing them must not make stored trials stale.
 CAPACITY_FIELDS = frozenset({"min_replicas", "max_replicas", "target_ongoing_requests", "max_concurrency",
-                             "prices", "notes"})
+                             "prices", "notes", "gpu_kernel_warmup"})
 
 
 class _Index(dict):
@@ -121,8 +121,11 @@ def trial_config_hash(spec: "ModelSpec", budget: "BudgetSpec", agent: str, targe
                       synthetic: "SyntheticSpec | None", protocol: str = "mkb-ray") -> str:
     """sha256 over what shapes one attempt: the model spec (capacity fields left out), budget, agent, target,
     synthetic spec and grading protocol (named only when not the default, so existing hashes stay valid)."""
-    payload = {"model": spec.model_dump(mode="json", exclude=set(CAPACITY_FIELDS)),
-               "budget": budget.model_dump(mode="json"), "agent": agent, "target": target,
+    model = spec.model_dump(mode="json", exclude=set(CAPACITY_FIELDS))
+    if not spec.num_gpus or spec.gpu_dtype is None:
+        # It shapes GPU serving only; left out otherwise, so trials stored before the field existed stay fresh.
+        model.pop("gpu_dtype", None)
+    payload = {"model": model, "budget": budget.model_dump(mode="json"), "agent": agent, "target": target,
                "synthetic": synthetic.model_dump(mode="json") if synthetic is not None else None}
     if protocol != "mkb-ray":
         payload["protocol"] = protocol

@@ -1,8 +1,9 @@
 """The long-lived services a campaign's trials talk to: evaluator actors and model servers.
 
 Started by the driver from the config, never sharing a GPU (evaluators take `num_gpus=1` each; model servers
-reserve theirs through Ray Serve). Submissions reach the evaluators through one router actor, which sends each to
-the evaluator with the most free room and queues it, in arrival order, while every slot is taken
+reserve theirs through Ray Serve) unless the config splits one (`scheduler.model_gpu_fraction`: a one-GPU host).
+Submissions reach the evaluators through one router actor, which sends each to the evaluator with the most free
+room and queues it, in arrival order, while every slot is taken
 (`actors/evaluator_slots.py` says why); `EvaluatorPool.capacity` is how many judgements run at once. Evaluators restart
 on their own (Ray `max_restarts`) and a call that was in flight when one died is retried on the restarted actor
 (`max_task_retries`), so the submission is judged again; one whose restarts are spent is retired by the router and its
@@ -87,6 +88,12 @@ def evaluator_slot_counts(device: str, slots: int, gpus: int) -> list[int]:
     return [slots]
 
 
+def evaluator_gpu_share(model_gpu_fraction: float) -> float:
+    """The share of a GPU each GPU evaluator asks for: all of it, or what a model replica that shares the GPU
+    (`scheduler.model_gpu_fraction` below 1) leaves."""
+    return 1.0 if model_gpu_fraction >= 1 else round(1.0 - model_gpu_fraction, 6)
+
+
 def route_evaluators(handles: list[Any], slots: list[int],
                      router_options: Optional[dict[str, Any]] = None) -> EvaluatorPool:
     """The pool over started evaluator actors (`slots[i]` judgements at once on `handles[i]`), with its router."""
@@ -109,12 +116,14 @@ def _kept_options(keep_as: Optional[str], suffix: str) -> dict[str, Any]:
 
 def start_evaluators(device: str, slots: int, problems_root: Optional[str],
                      baseline_cache_dir: Optional[str] = None, placement: Any = None,
-                     keep_as: Optional[str] = None, protocol: str = "mkb-ray") -> EvaluatorPool:
+                     keep_as: Optional[str] = None, protocol: str = "mkb-ray",
+                     gpu_share: float = 1.0) -> EvaluatorPool:
     """One evaluator per GPU of the cluster (device cuda), or one with `slots` CPU slots (device cpu); they cache
     baselines in `baseline_cache_dir` (the run directory's, so that a resumed run reuses them). `placement`
     (mkb_ray.campaign.placement): a `roles` placement puts GPU evaluators on the evaluation group's nodes only.
     `keep_as`: a cluster run's name for its services, which then survive the driver (see `_kept_options`).
-    `protocol`: the grading protocol every judgement uses (JudgeOptions.protocol)."""
+    `protocol`: the grading protocol every judgement uses (JudgeOptions.protocol). `gpu_share`: the share of its GPU
+    each GPU evaluator asks for (below 1 where a model replica shares the GPU: `evaluator_gpu_share`)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -125,7 +134,7 @@ def start_evaluators(device: str, slots: int, problems_root: Optional[str],
     gpus = int(resources.get(next(iter(role)), 0) if role else resources.get("GPU", 0)) if device == "cuda" else 0
     slot_counts = evaluator_slot_counts(device, slots, gpus)
     handles = [make_evaluator(device, slots=n, problems_root=problems_root, baseline_cache_dir=baseline_cache_dir,
-                              options=JudgeOptions(protocol=protocol),
+                              options=JudgeOptions(protocol=protocol), gpu_share=gpu_share,
                               max_restarts=EVALUATOR_MAX_RESTARTS, max_task_retries=EVALUATOR_MAX_TASK_RETRIES,
                               actor_options={**({"resources": role} if role else {}),
                                              **_kept_options(keep_as, f"eval-{i}")})
@@ -161,6 +170,7 @@ class ModelServices:
 
     models: dict[str, ServedModel] = field(default_factory=dict)
     gpu_role: dict[str, float] = field(default_factory=dict)   # `roles` placement: GPU replicas' group resource
+    gpu_fraction: float = 1.0   # share of each GPU a replica asks for (scheduler.model_gpu_fraction)
 
     def start(self, specs: list[Any]) -> None:
         """Start a server for every local model in `specs` (in parallel) and wait until all serve."""
@@ -200,7 +210,10 @@ class ModelServices:
         return bool(report.get("healthy"))
 
     def _placement(self) -> dict[str, Any]:
-        return {"gpu_role": dict(self.gpu_role)} if self.gpu_role else {}
+        placement: dict[str, Any] = {"gpu_role": dict(self.gpu_role)} if self.gpu_role else {}
+        if self.gpu_fraction < 1:
+            placement["gpu_fraction"] = self.gpu_fraction
+        return placement
 
     def restart(self, name: str) -> str:
         """Stop what is left of a model's server and start a fresh one; returns the new api_base."""

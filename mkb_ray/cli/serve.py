@@ -25,15 +25,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="roster name (experiments/models/<name>.yaml), e.g. smollm2")
     parser.add_argument("--roster-dir", type=Path, help="a folder of roster YAMLs (default: experiments/models)")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--backend", choices=["auto", "ray_serve_llm", "vllm_subprocess"], default="auto")
+    parser.add_argument("--backend", choices=["auto", "ray_serve_llm", "vllm_subprocess"], default="auto",
+                        help="auto: Ray Serve LLM, falling back to a plain vLLM process on CPU only")
+    parser.add_argument("--device", choices=["roster", "cuda"], default="roster",
+                        help="roster: where the roster puts the model (smollm2: CPU); cuda: on one GPU per "
+                             "tensor-parallel rank, CPU-roster models too (`mkb serve smollm2 --device cuda`)")
+    parser.add_argument("--gpu-fraction", type=float, default=1.0, metavar="F",
+                        help="with --device cuda: the share of the GPU the replica takes (and of its memory), "
+                             "leaving the rest to a judge on the same GPU (default 1)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return serve_main(args.model, roster_dir=args.roster_dir, port=args.port, backend=args.backend)
+    return serve_main(args.model, roster_dir=args.roster_dir, port=args.port, backend=args.backend,
+                      device=args.device, gpu_fraction=args.gpu_fraction)
 
 
-def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, backend: str = "auto") -> int:
+def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, backend: str = "auto",
+               device: str = "roster", gpu_fraction: float = 1.0) -> int:
     """Serve `model` on 127.0.0.1:`port` until interrupted. Exit codes: 0 stopped cleanly, 1 failed, 2 bad usage."""
     from mkb_ray.models.roster import RosterError, get_model
 
@@ -46,6 +55,12 @@ def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, bac
         print(f"mkb serve: '{model}' is reached through its API provider ({spec.api_litellm_id}); "
               f"nothing to serve", file=sys.stderr)
         return 2
+    if not 0 < gpu_fraction <= 1 or (gpu_fraction < 1 and device != "cuda" and not spec.num_gpus):
+        print(f"mkb serve: --gpu-fraction {gpu_fraction}: must be in (0, 1], and below 1 only on a GPU",
+              file=sys.stderr)
+        return 2
+    if device == "cuda":
+        spec = spec.on_gpu()
 
     from mkb_ray.actors.model_server import ModelServer
     from mkb_ray.models.local_ray import init_local_ray
@@ -55,12 +70,14 @@ def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, bac
     def on_signal(signum: int, frame: Optional[FrameType]) -> None:
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     # Ray Serve LLM logs every deployment option at INFO on this terminal; the endpoint line is what matters here.
     for name in ("ray.serve", "ray.llm"):
         logging.getLogger(name).setLevel(logging.WARNING)
     started_ray = init_local_ray()
-    server = ModelServer(spec, backend=backend, port=port)  # type: ignore[arg-type]
+    # After Ray's start: its core worker installs a SIGTERM handler that aborts the process (no clean stop, measured
+    # 2026-12-06: exit -6 with the replicas left to Ray's teardown); ours must be the one that runs.
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    server = ModelServer(spec, backend=backend, port=port, gpu_fraction=gpu_fraction)  # type: ignore[arg-type]
     try:
         print(f"starting {spec.name} (first start converts the model and loads vLLM: about a minute on 2 cores)",
               flush=True)

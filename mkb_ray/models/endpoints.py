@@ -84,9 +84,11 @@ class ServeLLMEndpoint:
     backend = "ray_serve_llm"
 
     def __init__(self, spec: ModelSpec, placement: Placement, model_source: str, port: int,
-                 tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> None:
+                 tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
+                 gpu_fraction: float = 1.0) -> None:
         self.spec, self.placement, self.model_source, self.tuning = spec, placement, model_source, tuning
         self.gpu_role = dict(gpu_role or {})   # a cluster's model-serving resource per GPU (serve_config.py)
+        self.gpu_fraction = gpu_fraction       # share of each GPU a replica asks for (serve_config.py)
         self.app_name = f"mkb-{safe_name(spec.name)}"
         self.route = f"/{safe_name(spec.name)}"
         self.port = port
@@ -112,7 +114,7 @@ class ServeLLMEndpoint:
             pass
         self.api_base = self._api_base()
         app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning,
-                                                 self.gpu_role))
+                                                 self.gpu_role, self.gpu_fraction))
         serve.run(app, name=self.app_name, route_prefix=self.route, blocking=False)
         detail = "not probed"
 

