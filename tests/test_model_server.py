@@ -104,6 +104,8 @@ def test_smollm2_on_a_gpu_shared_with_the_judge():
     half = llm_config_kwargs(spec, "gpu", "/models/smollm2", gpu_fraction=0.5)
     assert half["engine_kwargs"]["gpu_memory_utilization"] == 0.45
     assert half["placement_group_config"] == {"bundles": [{"GPU": 0.5}], "strategy": "STRICT_PACK"}
+    assert half["runtime_env"]["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.5"
+    assert "VLLM_RAY_PER_WORKER_GPUS" not in whole["runtime_env"]["env_vars"]
     # The CPU placement ignores a GPU share; a share outside (0, 1] is refused.
     assert "gpu_memory_utilization" not in llm_config_kwargs(cpu_spec, "cpu", "/m", gpu_fraction=0.5)["engine_kwargs"]
     with pytest.raises(ValueError, match="gpu_fraction"):

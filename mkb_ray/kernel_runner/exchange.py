@@ -12,6 +12,7 @@ layout (or anything else) the kernel process wrote.
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -101,6 +102,23 @@ def _cudart() -> Any:
     return runtime
 
 
+# CUDA_IPC_HANDLE_SIZE: the opaque handle's bytes. Read and written through the struct's address, which every
+# cuda-bindings release offers (getPtr); 13.3 also exposed them as `.reserved`, 13.4 (vLLM 0.26's pin) does not.
+IPC_HANDLE_BYTES = 64
+
+
+def _ipc_handle_bytes(handle: Any) -> bytes:
+    return ctypes.string_at(int(handle.getPtr()), IPC_HANDLE_BYTES)
+
+
+def _ipc_handle(runtime: Any, data: bytes) -> Any:
+    if len(data) != IPC_HANDLE_BYTES:
+        raise ValueError(f"a CUDA IPC handle has {IPC_HANDLE_BYTES} bytes, got {len(data)}")
+    handle = runtime.cudaIpcMemHandle_t()
+    ctypes.memmove(int(handle.getPtr()), data, IPC_HANDLE_BYTES)
+    return handle
+
+
 def _checked(result: Any, what: str) -> Any:
     error, *values = result if isinstance(result, tuple) else (result,)
     if int(error) != 0:
@@ -120,7 +138,7 @@ class ExchangeBuffer:
             torch.cuda.init()
             self._pointer = int(_checked(runtime.cudaMalloc(self.nbytes), "cudaMalloc"))
             handle = _checked(runtime.cudaIpcGetMemHandle(self._pointer), "cudaIpcGetMemHandle")
-            self.description = {"kind": "cuda_ipc", "handle": bytes(handle.reserved).hex(),
+            self.description = {"kind": "cuda_ipc", "handle": _ipc_handle_bytes(handle).hex(),
                                 "device": torch.cuda.current_device(), "nbytes": self.nbytes}
             self.tensor = torch.as_tensor(_CudaArray(self._pointer, self.nbytes), device="cuda")
         else:
@@ -145,8 +163,7 @@ def open_exchange(description: dict[str, Any], directory: Path) -> torch.Tensor:
         runtime = _cudart()
         torch.cuda.set_device(int(description["device"]))
         torch.cuda.init()
-        handle = runtime.cudaIpcMemHandle_t()
-        handle.reserved = bytes.fromhex(description["handle"])
+        handle = _ipc_handle(runtime, bytes.fromhex(description["handle"]))
         pointer = _checked(runtime.cudaIpcOpenMemHandle(handle, runtime.cudaIpcMemLazyEnablePeerAccess),
                            "cudaIpcOpenMemHandle")
         return torch.as_tensor(_CudaArray(int(pointer), nbytes), device="cuda")

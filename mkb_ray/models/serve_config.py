@@ -145,8 +145,12 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
         "accelerator_config": {"kind": placement},
         "engine_kwargs": engine_kwargs(spec, placement, tuning, gpu_fraction if placement == "gpu" else 1.0),
         "deployment_config": deployment,
-        # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback.
-        "runtime_env": loopback_runtime_env(vllm_env(placement, tuning)),
+        # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback. A GPU share is also said
+        # to vLLM's Ray workers, which otherwise ask for whole GPUs and fit no fractional bundle (vLLM 0.26 reads it
+        # in the engine process, which inherits the replica's environment; measured on an H100, 2026-12-06).
+        "runtime_env": loopback_runtime_env({**vllm_env(placement, tuning),
+                                             **({"VLLM_RAY_PER_WORKER_GPUS": str(gpu_fraction)}
+                                                if placement == "gpu" and gpu_fraction < 1 else {})}),
         "log_engine_metrics": placement == "gpu",
     }
 

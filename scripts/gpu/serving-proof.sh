@@ -13,6 +13,8 @@
 #                                                `mkb serve smollm2 --device cuda`, one after the other
 #   bash scripts/gpu/serving-proof.sh campaign   `mkb run experiments/gpu-proof.yaml` (resumes a run cut by
 #                                                CAMPAIGN_S), then `mkb report`; the store and report go to $OUT
+#   bash scripts/gpu/serving-proof.sh colocated  one problem's shipped solutions judged alone, then beside a GPU
+#                                                share of `mkb serve smollm2 --device cuda` decoding 8 streams
 # Everything a step prints or writes lands in ${OUT:-/tmp/mkb-gpu-out}.
 set -uo pipefail
 step=${1:?usage: serving-proof.sh install|bench|campaign}
@@ -92,8 +94,47 @@ for row in db.execute("SELECT trial_id || '#' || idx, tier, compiled, correct, r
                       "substr(reason, 1, 160) FROM submissions ORDER BY trial_id, idx"):
     print(" | ".join(str(v) for v in row))
 PY
-  mkdir -p "$out/run" && cp "$run_dir"/store.sqlite "$run_dir"/*.json "$out/run/" 2>/dev/null
+  # One archive: the device tool brings back a limited number of files, and a report is dozens of pages.
+  tar -czf "$out/gpu-proof-run.tar.gz" -C "$(dirname "$run_dir")" "$(basename "$run_dir")" \
+    -C "$out" report && rm -rf "$out/report"
   exit 0
 fi
-echo "serving-proof.sh: unknown step '$step' (install, bench or campaign)" >&2
+if [[ $step == colocated ]]; then
+  # What sharing the GPU does to the judge's timings: the shipped solutions of one problem judged alone, then again
+  # while `mkb serve smollm2 --device cuda --gpu-fraction 0.5` decodes 8 streams without pause on the same GPU
+  # (the judge's device lock orders judgements, not the model's kernels). Same seed; the eager baselines of the quiet
+  # run are reused, so the two columns differ only in the kernel's own timing.
+  problem=${PROBLEM:-mlp_norm/01_fused_add_rmsnorm}
+  judge() {  # judge LABEL: both DSLs' shipped solutions, one JSON verdict each
+    for dsl in cutedsl tirx; do
+      python3 -m mkb_ray.cli eval "$problem" "problems/${problem%%/*}/solutions/${problem#*/}.$dsl.py" --dsl "$dsl" \
+        --device cuda --seed 0 --baselines /tmp/mkb-colocated-baselines --json > "$out/colocated-$1-$dsl.json" 2>/dev/null
+      python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], v.get('tier'), 'kernel_ms', v.get('kernel_ms'), 'eager_ms', v.get('eager_ms'), 'speedup', v.get('speedup'))" \
+        "$out/colocated-$1-$dsl.json" "$1" "$dsl" | tee -a "$out/colocated.txt"
+    done
+  }
+  judge alone
+  port=8411; python3 -m mkb_ray.cli serve smollm2 --device cuda --gpu-fraction 0.5 --port $port > /tmp/mkb-colocated-serve.log 2>&1 &
+  serve_pid=$!
+  for _ in $(seq 1 300); do grep -q "^serving " /tmp/mkb-colocated-serve.log && break; sleep 1; done
+  grep "^serving " /tmp/mkb-colocated-serve.log | tee -a "$out/colocated.txt"
+  python3 - $port <<'PY' > /tmp/mkb-colocated-load.log 2>&1 &
+import sys, threading, httpx
+url = f"http://127.0.0.1:{sys.argv[1]}/smollm2/v1/chat/completions"
+def stream(i):
+    with httpx.Client(trust_env=False, timeout=120) as client:
+        while True:
+            client.post(url, json={"model": "smollm2", "max_tokens": 256, "ignore_eos": True,
+                                   "messages": [{"role": "user", "content": f"Stream {i}: a CUDA kernel, please."}]})
+threads = [threading.Thread(target=stream, args=(i,), daemon=True) for i in range(8)]
+[t.start() for t in threads]; [t.join() for t in threads]
+PY
+  load_pid=$!
+  sleep 5
+  judge beside-serving
+  kill $load_pid; kill -TERM $serve_pid; wait $serve_pid
+  tail -2 /tmp/mkb-colocated-serve.log | tee -a "$out/colocated.txt"
+  exit 0
+fi
+echo "serving-proof.sh: unknown step '$step' (install, bench, campaign or colocated)" >&2
 exit 2
