@@ -213,6 +213,22 @@ def test_estimate_is_positive_and_says_so(roster):
     assert local["glm-5.3-flash"].gpu_hours == pytest.approx(shipped * 4 * 3 * 1200 * 8 / 16 / 3600)
 
 
+def test_the_gpu_proof_serves_smollm2_on_a_shared_gpu_and_plans_a_pair_and_a_chain():
+    """experiments/gpu-proof.yaml (issue 31's campaign on one GPU): a solo/skill pair, a 3-hop chain and its two
+    baselines, SmolLM2 on the GPU with half of it, the GPU evaluator on the other half."""
+    from mkb_ray.campaign.build import plan_run
+    from mkb_ray.campaign.services import evaluator_gpu_share
+
+    proof = load_experiment(EXPERIMENTS / "gpu-proof.yaml")
+    run = plan_run(proof, has_gpu=True)
+    assert run.roster["smollm2"].num_gpus == 1 and run.roster["smollm2"].gpu_dtype == "bfloat16"
+    assert proof.scheduler.evaluator_devices == "cuda" and proof.target == "gpu"
+    assert evaluator_gpu_share(proof.scheduler.model_gpu_fraction) + proof.scheduler.model_gpu_fraction == 1
+    arms = sorted(t.trial_id.split("/", 3)[3] for t in run.plan)
+    assert arms == ["chain0/base_cutedsl_r0", "chain0/base_tirx_r0", "chain0/h0", "chain0/h1", "chain0/h2",
+                    "r0/cutedsl2tirx_skill", "r0/solo_cutedsl", "r0/solo_tirx"]
+
+
 @pytest.mark.parametrize("name,hops", [("chain-10", 10), ("chain-100", 100)])
 def test_chain_campaign_counts(roster, name, hops):
     plan = plan_campaign(load_experiment(EXPERIMENTS / f"{name}.yaml"), None, roster, has_gpu=True)
