@@ -13,8 +13,10 @@ from conftest import has_gpu
 def test_every_shipped_solution_is_judged_as_expected(problems, fast_options):
     if has_gpu():
         pytest.skip("on a GPU host the GPU solutions execute: .ci/gpu-check runs `mkb problems validate --device cuda`")
-    # Two problems at a time: compiles dominate and overlap on CI's 2 cores; this test checks verdicts, not speed.
-    rows = validate(problems, "cpu", options=fast_options, jobs=2)
+    # One problem at a time: on 2 cores two shards took 218 s against 124 s for one (each shard warms checkers of
+    # its own, and they contend; measured 2026-12-06), and CPU-target timing rules read a shared core as a slow
+    # kernel. The sharded path has its own small test below.
+    rows = validate(problems, "cpu", options=fast_options, jobs=1)
     failed = [(r.problem_id, r.variant, r.summary) for r in rows if not r.ok]
     assert not failed, failed
     by_variant = {}
@@ -37,3 +39,15 @@ def test_every_shipped_solution_is_judged_as_expected(problems, fast_options):
     for row in by_variant["screens"]:
         names = {c.name for c in row.checks}
         assert {"zeros_fail", "seed_changes_output", "not_constant"} <= names, row.problem_id
+
+
+@pytest.mark.judge
+def test_problems_validated_two_at_a_time_come_back_in_problem_order(problems, fast_options):
+    """`validate --jobs 2`: each shard judges its problems with warm checkers of its own; the rows of all shards are
+    reported in the problems' order, as one job would."""
+    if has_gpu():
+        pytest.skip("on a GPU host .ci/gpu-check runs `mkb problems validate --device cuda --jobs N`")
+    chosen = [p.problem_id for p in problems.problems][:3]
+    rows = validate(problems, "cpu", options=fast_options, only=chosen, jobs=2, targets=("cpu",))
+    assert [(r.problem_id, r.variant) for r in rows] == [(pid, v) for pid in chosen for v in ("screens", "tirx_cpu")]
+    assert all(r.ok for r in rows), [(r.problem_id, r.variant, r.summary) for r in rows if not r.ok]
