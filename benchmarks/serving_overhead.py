@@ -239,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reply-tokens", type=int, default=64, help="tokens per turn's reply")
     parser.add_argument("--only", choices=["plain", "ours"], help="measure one path only")
     parser.add_argument("--startup-timeout-s", type=float, default=900.0)
-    parser.add_argument("--log-dir", default=tempfile.mkdtemp(prefix="mkb-serving-bench-"))
+    parser.add_argument("--log-dir", help="where the servers' logs go (default: a new temporary directory)")
     parser.add_argument("--out", type=Path, help="write the measurements and ratios here (JSON)")
     args = parser.parse_args(argv)
+    args.log_dir = args.log_dir or tempfile.mkdtemp(prefix="mkb-serving-bench-")
+    Path(args.log_dir).mkdir(parents=True, exist_ok=True)
 
     from mkb_ray.actors.model_server import ModelServer
     from mkb_ray.models.roster import get_model
