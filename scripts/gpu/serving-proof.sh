@@ -108,7 +108,7 @@ if [[ $step == colocated ]]; then
   judge() {  # judge LABEL: both DSLs' shipped solutions, one JSON verdict each
     for dsl in cutedsl tirx; do
       python3 -m mkb_ray.cli eval "$problem" "problems/${problem%%/*}/solutions/${problem#*/}.$dsl.py" --dsl "$dsl" \
-        --device cuda --seed 0 --baselines /tmp/mkb-colocated-baselines --json > "$out/colocated-$1-$dsl.json" 2>/dev/null
+        --device cuda --seed 0 --baselines /tmp/mkb-colocated-baselines --json > "$out/colocated-$1-$dsl.json" 2> "$out/colocated-$1-$dsl.err"
       python3 -c "import json,sys; v=json.load(open(sys.argv[1])); print(sys.argv[2], sys.argv[3], v.get('tier'), 'kernel_ms', v.get('kernel_ms'), 'eager_ms', v.get('eager_ms'), 'speedup', v.get('speedup'))" \
         "$out/colocated-$1-$dsl.json" "$1" "$dsl" | tee -a "$out/colocated.txt"
     done
@@ -119,19 +119,28 @@ if [[ $step == colocated ]]; then
   for _ in $(seq 1 300); do grep -q "^serving " /tmp/mkb-colocated-serve.log && break; sleep 1; done
   grep "^serving " /tmp/mkb-colocated-serve.log | tee -a "$out/colocated.txt"
   python3 - $port <<'PY' > /tmp/mkb-colocated-load.log 2>&1 &
-import sys, threading, httpx
+import sys, threading, time, httpx
 url = f"http://127.0.0.1:{sys.argv[1]}/smollm2/v1/chat/completions"
 def stream(i):
     with httpx.Client(trust_env=False, timeout=120) as client:
         while True:
-            client.post(url, json={"model": "smollm2", "max_tokens": 256, "ignore_eos": True,
+            reply = client.post(url, json={"model": "smollm2", "max_tokens": 256, "ignore_eos": True,
                                    "messages": [{"role": "user", "content": f"Stream {i}: a CUDA kernel, please."}]})
+            # One line per finished request: the log shows the model kept decoding while the judge timed.
+            tokens = reply.json()["usage"]["completion_tokens"] if reply.status_code == 200 else 0
+            print(f"{time.time():.2f} {reply.status_code} {tokens}", flush=True)
 threads = [threading.Thread(target=stream, args=(i,), daemon=True) for i in range(8)]
 [t.start() for t in threads]; [t.join() for t in threads]
 PY
   load_pid=$!
   sleep 5
+  judged_from=$(date +%s.%N)
   judge beside-serving
+  judged_to=$(date +%s.%N)
+  # Decoding while the judge ran: requests finished (and their tokens) inside the judging window.
+  awk -v a="$judged_from" -v b="$judged_to" '$1 >= a && $1 <= b { n++; if ($2 == 200) t += $3 }
+    END { printf "load while judging: %d requests finished, %d tokens in %.1f s (%.0f tok/s)\n", n, t, b - a, t / (b - a) }' \
+    /tmp/mkb-colocated-load.log | tee -a "$out/colocated.txt"
   kill $load_pid; kill -TERM $serve_pid; wait $serve_pid
   tail -2 /tmp/mkb-colocated-serve.log | tee -a "$out/colocated.txt"
   exit 0
