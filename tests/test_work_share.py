@@ -4,7 +4,7 @@ unprofiled twin (checker/profiled_twins.py)."""
 import pytest
 
 from mkb_ray.checker.profiled_twins import TWIN_FLOOR_US, TWIN_YARDSTICK, ProfiledTwins
-from mkb_ray.checker.work_share import MIN_DSL_SHARE, PooledWork
+from mkb_ray.checker.work_share import FOREIGN_YARDSTICK, MIN_DSL_SHARE, PooledWork
 
 
 def _record(dsl_us, torch_us, **extra):
@@ -112,8 +112,15 @@ def test_foreign_kernels_doing_the_references_work_fail_whatever_the_dsl_share()
     passed, detail = work.foreign_check(eager_device_ms=0.319)
     assert not passed
     assert "164 µs" in detail and "51%" in detail and "silu_mul_vectorized8_kernel×3" in detail
-    # Below the bar (a foreign helper doing a third of the reference's work) it passes, and says so.
-    assert work.foreign_check(eager_device_ms=0.5)[0]
+    # A faster eager reference does not save it: 164 µs is also 47 % of the call's own device compute.
+    passed, detail = work.foreign_check(eager_device_ms=0.5)
+    assert not passed and "up to 47% of a call's own device compute" in detail
+    # A small foreign helper (10 µs beside 340 µs of CuTe, under both bars) passes, and the detail says how much ran.
+    helper = PooledWork()
+    helper.add({"source": "cupti_kernels", "dsl_us": 350.0, "torch_compute_us": 0.0, "unnamed_us": 10.0,
+                "unnamed_kernels": {"helper": 1}})
+    passed, detail = helper.foreign_check(eager_device_ms=0.319)
+    assert passed and "10 µs" in detail and "up to 3%" in detail
     honest = PooledWork()
     honest.add({"source": "cupti_kernels", "dsl_us": 60.0, "torch_compute_us": 0.0, "unnamed_us": 0.0})
     assert honest.foreign_check(eager_device_ms=0.001)[0]
@@ -165,3 +172,33 @@ def test_a_dsl_that_works_only_when_profiled_fails_its_twins_and_one_odd_pair_de
     assert wall_only.check()[0] is False
     assert ProfiledTwins().check() is None
     assert TWIN_YARDSTICK == 0.25
+
+
+def test_a_fast_foreign_kernel_beside_a_cast_fails_whatever_the_cast_takes():
+    """tests/adversarial/cute_v3_foreign_kernel_nvrtc.py on an H100 (2026-12-06): an NVRTC rmsnorm does all of the
+    reference's work in about a fifth of eager's 472 µs, a CuTe kernel casts its results. With the cast a little
+    slower than the NVRTC kernel the share rule passes (2 of 10 judgements did) and so does the eager yardstick;
+    the bar on the call's own compute does not, nor when the cast spins to buy share (a 1,500 µs cast: 94 % DSL,
+    the NVRTC kernel 6 % of the call)."""
+    for cast_us in (100.0, 1500.0):
+        work = PooledWork()
+        for _ in range(2):
+            work.add({"source": "cupti_kernels", "dsl_us": cast_us + 95.0, "torch_compute_us": 0.0,
+                      "unnamed_us": 95.0, "unnamed_kernels": {"rmsnorm_nvrtc": 1}})
+        assert work.passes, "the share rule alone passes it"
+        assert 95.0 / 472.0 < FOREIGN_YARDSTICK, "and so does the eager yardstick"
+        passed, detail = work.foreign_check(eager_device_ms=0.472)
+        assert not passed, detail
+        assert "rmsnorm_nvrtc×2" in detail and "20% of the eager reference's own 472 µs" in detail
+        # Without the eager reference's time the call's own bar still decides.
+        assert not work.foreign_check(eager_device_ms=None)[0]
+    # One profiled call with the foreign kernel is enough, however many honest calls surround it.
+    mixed = PooledWork()
+    for unnamed in (0.0, 0.0, 95.0):
+        mixed.add({"source": "cupti_kernels", "dsl_us": 1500.0 + unnamed, "torch_compute_us": 0.0,
+                   "unnamed_us": unnamed})
+    assert mixed.median_foreign_us == 0.0 and abs(mixed.highest_foreign_share - 95.0 / 1595.0) < 1e-12
+    assert not mixed.foreign_check(eager_device_ms=0.472)[0]
+    honest = PooledWork()
+    honest.add({"source": "cupti_kernels", "dsl_us": 80.0, "torch_compute_us": 5.0, "unnamed_us": 0.0})
+    assert honest.highest_foreign_share == 0.0 and honest.foreign_check(eager_device_ms=0.472)[0]

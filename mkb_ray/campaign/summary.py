@@ -66,9 +66,11 @@ def target_notes(summary: RunSummary, has_gpu: bool) -> list[str]:
         if target == "synthetic":
             notes.append(f"{dsl}: {n} synthetic trial(s): tiers drawn from the calibration, nothing compiled or run")
         elif target == "cpu":
-            notes.append(f"{dsl}: {n} trial(s) on the CPU-target (LLVM) variant, kernels executed and timed on CPU")
+            notes.append(f"{dsl}: {n} trial(s) on the CPU-target (LLVM) variant: a submission that compiles is "
+                         f"executed and timed on CPU")
         elif has_gpu:
-            notes.append(f"{dsl}: {n} trial(s) on the GPU variant, kernels executed on the GPU")
+            notes.append(f"{dsl}: {n} trial(s) on the GPU variant: a submission that compiles is executed and timed on "
+                         f"the GPU")
         else:
             notes.append(f"{dsl}: {n} trial(s) on the GPU variant with no GPU here: a kernel that compiles to PTX "
                          f"gets tier compile_only (never executed; neither pass nor fail)")

@@ -232,8 +232,9 @@ class Judge:
     def yardstick(self, eager_device_ms: Optional[float] = None) -> None:
         """After timing. The share rule compares two times the kernel controls (a DSL launch that casts and then
         spins buys share), so each target also holds the work outside the DSL against the reference's own cost,
-        which a kernel cannot inflate. GPU: time in kernels no DSL compile produced against `eager_device_ms`, the
-        eager reference's device time per call (`PooledWork.foreign_check`). CPU target: the kernel's eager part
+        which a kernel cannot inflate. GPU: time in kernels no DSL compile produced against each profiled call's own
+        device compute and against `eager_device_ms`, the eager reference's device time per call
+        (`PooledWork.foreign_check`). CPU target: the kernel's eager part
         against the reference's own cost per call, measured here (`reference_per_call`):
         - a rule: the DSL's launches in each profiled call's unprofiled twin, on the same draw, against the profiled
           call's (`profiled_twins`: a kernel that can tell profiled calls apart keeps the DSL's work for them);
@@ -246,10 +247,11 @@ class Judge:
         if not self.work.calls:
             return
         if self.on_gpu:
-            # The GPU's yardstick: work in kernels no DSL compile produced against the eager reference's device
-            # time (the checker's own baseline). Eager PyTorch compute is not held to a bar here until the shipped
-            # solutions' share of it is measured on the GPU; a kernel that spins buys share, not a smaller eager part.
-            if eager_device_ms and self.work.median_foreign_us > 0:
+            # The GPU's yardstick: work in kernels no DSL compile produced, against each profiled call's own device
+            # compute and against the eager reference's device time (the checker's own baseline). Eager PyTorch
+            # compute is not held to a bar here until the shipped solutions' share of it is measured on the GPU; a
+            # kernel that spins buys share, not a smaller eager part.
+            if self.work.highest_foreign_share > 0:
                 passed, detail = self.work.foreign_check(eager_device_ms)
                 self.log.check("decoration", passed, detail if passed else
                                f"code outside the DSL did the reference's work: {detail}")

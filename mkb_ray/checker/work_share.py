@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 MIN_DSL_SHARE = 0.5  # of DSL + PyTorch/host compute: the median over the judgement's profiled calls
 # Eager PyTorch compute in the median profiled call, over the reference's own compute per call (profiled the same way
@@ -47,6 +47,15 @@ TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us", "unnamed_us")
 # solutions recorded no such time at all (above), so the bar cannot fail one; EAGER_YARDSTICK's value, for the same
 # reason (a kernel that leaves that much of the reference's work to code outside the DSL is decoration).
 FOREIGN_YARDSTICK = EAGER_YARDSTICK
+# ... and, in every profiled call, over the call's own device compute (DSL + PyTorch). The yardstick alone passes a
+# foreign kernel that does all of the reference's work faster than eager (a fused kernel is 2-10x faster): on an
+# H100 (2026-12-06) tests/adversarial/cute_v3_foreign_kernel_nvrtc.py's NVRTC kernel stayed under it, its CuTe cast
+# took about as long, the share rule read ~50 % against its 50 % bar, and 2 of 10 judgements passed it
+# (benchmarks/results/2026-12-06-gpu-serving-proof-h100-session30.txt); a spin in the cast would pass it always.
+# Honest solutions ran no such kernel in any of 59 judged GPU rows, so a small bar costs them nothing; to pass it a
+# kernel must spend 19 times the foreign kernel's time in the DSL. Every call, not the median: the time is not the
+# noisy part here, the names are exact, and an honest call reads 0.
+FOREIGN_SHARE_BAR = 0.05
 
 
 def microseconds(value: Any) -> float:
@@ -77,6 +86,7 @@ class PooledWork:
     call_compute_us: list[float] = field(default_factory=list)
     call_compute_elements: list[float] = field(default_factory=list)
     call_foreign_us: list[float] = field(default_factory=list)
+    call_foreign_shares: list[float] = field(default_factory=list)  # of the call's DSL + PyTorch compute
 
     def add(self, record: dict[str, Any]) -> float:
         """Add one call's record; returns that call's own DSL share."""
@@ -91,6 +101,8 @@ class PooledWork:
         self.call_compute_us.append(times["torch_compute_us"])
         self.call_compute_elements.append(microseconds(record.get("torch_compute_elements")))
         self.call_foreign_us.append(foreign_us(times))
+        self.call_foreign_shares.append(_share(foreign_us(times), times["dsl_us"] - foreign_us(times)
+                                               + times["torch_compute_us"]))
         return share
 
     @property
@@ -117,15 +129,23 @@ class PooledWork:
         """Time in kernels no DSL compile produced, in the median profiled call (GPU)."""
         return statistics.median(self.call_foreign_us) if self.call_foreign_us else 0.0
 
-    def foreign_check(self, eager_device_ms: float) -> tuple[bool, str]:
-        """GPU: (passed, detail) of FOREIGN_YARDSTICK against the eager reference's device time per call."""
-        foreign, reference_us = self.median_foreign_us, eager_device_ms * 1e3
+    @property
+    def highest_foreign_share(self) -> float:
+        """GPU: the largest share of a profiled call's device compute spent in kernels no DSL compile produced."""
+        return max(self.call_foreign_shares, default=0.0)
+
+    def foreign_check(self, eager_device_ms: Optional[float]) -> tuple[bool, str]:
+        """GPU: (passed, detail) of the two bars on kernels no DSL compile produced: FOREIGN_SHARE_BAR of each profiled
+        call's own device compute, and FOREIGN_YARDSTICK of the eager reference's device time per call (when known)."""
+        foreign, reference_us = self.median_foreign_us, (eager_device_ms or 0.0) * 1e3
         ratio = foreign / reference_us if reference_us > 0 else 0.0
         named = ", ".join(f"{name}×{count}" for name, count in list(self.unnamed_kernels.items())[:3])
+        against_reference = (f"{ratio:.0%} of the eager reference's own {reference_us:.0f} µs per call (the bar: "
+                             f"{FOREIGN_YARDSTICK:.0%})" if reference_us > 0 else "the eager reference's time unknown")
         detail = (f"kernels no DSL compile produced ran {foreign:.0f} µs in the median of {self.calls} profiled "
-                  f"call(s){': ' + named if named else ''}, {ratio:.0%} of the eager reference's own "
-                  f"{reference_us:.0f} µs per call (the bar: {FOREIGN_YARDSTICK:.0%})")
-        return ratio < FOREIGN_YARDSTICK, detail
+                  f"call(s){': ' + named if named else ''}, up to {self.highest_foreign_share:.0%} of a call's own "
+                  f"device compute (the bar: {FOREIGN_SHARE_BAR:.0%}); {against_reference}")
+        return self.highest_foreign_share < FOREIGN_SHARE_BAR and ratio < FOREIGN_YARDSTICK, detail
 
     @property
     def summed_share(self) -> float:

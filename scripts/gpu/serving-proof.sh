@@ -102,7 +102,7 @@ fi
 if [[ $step == colocated ]]; then
   # What sharing the GPU does to the judge's timings: the shipped solutions of one problem judged alone, then again
   # while `mkb serve smollm2 --device cuda --gpu-fraction 0.5` decodes 8 streams without pause on the same GPU
-  # (the judge's device lock orders judgements, not the model's kernels). Same seed; the eager baselines of the quiet
+  # (the judge's device lock orders judgements, not the model's kernels). Its start took 124-297 s on an H100. Same seed; the eager baselines of the quiet
   # run are reused, so the two columns differ only in the kernel's own timing.
   problem=${PROBLEM:-mlp_norm/01_fused_add_rmsnorm}
   judge() {  # judge LABEL: both DSLs' shipped solutions, one JSON verdict each
@@ -116,7 +116,7 @@ if [[ $step == colocated ]]; then
   judge alone
   port=8411; python3 -m mkb_ray.cli serve smollm2 --device cuda --gpu-fraction 0.5 --port $port > /tmp/mkb-colocated-serve.log 2>&1 &
   serve_pid=$!
-  for _ in $(seq 1 300); do grep -q "^serving " /tmp/mkb-colocated-serve.log && break; sleep 1; done
+  for _ in $(seq 1 450); do grep -q "^serving " /tmp/mkb-colocated-serve.log && break; sleep 1; done
   grep "^serving " /tmp/mkb-colocated-serve.log | tee -a "$out/colocated.txt"
   python3 - $port <<'PY' > /tmp/mkb-colocated-load.log 2>&1 &
 import sys, threading, time, httpx
@@ -128,7 +128,9 @@ def stream(i):
                                    "messages": [{"role": "user", "content": f"Stream {i}: a CUDA kernel, please."}]})
             # One line per finished request: the log shows the model kept decoding while the judge timed.
             tokens = reply.json()["usage"]["completion_tokens"] if reply.status_code == 200 else 0
-            print(f"{time.time():.2f} {reply.status_code} {tokens}", flush=True)
+            with lock:  # threads' lines would interleave (session 30's log did)
+                print(f"{time.time():.2f} {reply.status_code} {tokens}", flush=True)
+lock = threading.Lock()
 threads = [threading.Thread(target=stream, args=(i,), daemon=True) for i in range(8)]
 [t.start() for t in threads]; [t.join() for t in threads]
 PY
