@@ -196,3 +196,28 @@ def test_cpu_evidence_counts_the_input_elements_of_outermost_compute_operators_o
     assert 16 * 64 <= profiled(lambda: x.mean(-1)).torch_compute_elements <= 16 * 64 + 8  # + its scalar arguments
     assert profiled(lambda: x[:, :32].float().contiguous()).torch_compute_elements == 0
     assert 2 * 16 * 64 <= profiled(lambda: x * x).torch_compute_elements <= 2 * 16 * 64 + 8
+
+
+def test_kernels_named_after_aten_that_no_operator_launched_are_noted():
+    """Evidence only (no rule yet): a kernel NVRTC compiled in `namespace at::native` with `copy` in its name reads as
+    PyTorch's glue by name, and its launch lies outside every aten operator; the record notes it. PyTorch's own cast
+    inside aten::copy_ (a glue operator: found through the host call that launched it) and the GEMM under aten::mm
+    are not noted."""
+    forged = "void at::native::copy_rmsnorm_kernel(const unsigned short *, float *, int)"
+    cast = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda>"
+    events = [_Event("aten::copy_", 1, time_range=_Span(30.0, 0.0)),
+              _Event("cudaLaunchKernel", 900, time_range=_Span(5.0, 10.0)),
+              _Event("aten::mm", 2, time_range=_Span(30.0, 40.0)),
+              _Event("cudaLaunchKernel", 901, time_range=_Span(5.0, 50.0)),
+              _Event("cuLaunchKernel", 902, time_range=_Span(2.0, 80.0)),
+              _Event(cast, 900, "DeviceType.CUDA", time_range=_Span(4.0)),
+              _Event(GEMM, 901, "DeviceType.CUDA", time_range=_Span(100.0)),
+              _Event(forged, 902, "DeviceType.CUDA", time_range=_Span(95.0)),
+              _Event("kernel_cutlass_cast_0", 903, "DeviceType.CUDA", time_range=_Span(90.0))]
+    evidence = summarise(_Profile(events), compiled_kernels={"kernel_cutlass_cast_0"})
+    assert evidence.unlinked_aten_us == 95.0 and evidence.unlinked_aten_kernels == {forged: 1}
+    # The classification itself is unchanged: by name the forged kernel is glue, beside the real cast.
+    assert evidence.torch_glue_us == 99.0 and evidence.torch_compute_us == 100.0 and evidence.dsl_us == 90.0
+    assert "unlinked_aten_us" in evidence.as_json()
+    honest = summarise(_Profile(events[:-2]))
+    assert honest.unlinked_aten_us == 0.0 and honest.unlinked_aten_kernels == {}

@@ -202,3 +202,13 @@ def test_a_fast_foreign_kernel_beside_a_cast_fails_whatever_the_cast_takes():
     honest = PooledWork()
     honest.add({"source": "cupti_kernels", "dsl_us": 80.0, "torch_compute_us": 5.0, "unnamed_us": 0.0})
     assert honest.highest_foreign_share == 0.0 and honest.foreign_check(eager_device_ms=0.472)[0]
+
+
+def test_unlinked_aten_kernels_reach_the_verdict_as_evidence_and_decide_nothing():
+    work = PooledWork()
+    record = {"source": "cupti_kernels", "dsl_us": 90.0, "torch_compute_us": 0.0, "torch_glue_us": 99.0,
+              "unlinked_aten_us": 95.0, "unlinked_aten_kernels": {"void at::native::copy_rmsnorm_kernel": 1}}
+    assert work.add(record) == 1.0 and work.passes and work.foreign_check(eager_device_ms=0.472)[0]
+    evidence = work.as_evidence()
+    assert evidence["unlinked_aten_us"] == 95.0
+    assert evidence["unlinked_aten_kernels"] == {"void at::native::copy_rmsnorm_kernel": 1}

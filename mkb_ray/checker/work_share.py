@@ -38,7 +38,8 @@ PROFILED_CALLS_BEFORE_TIMING = 3  # at most, before timing: a second and third o
 # it, not because it is neither aten's nor named after ATen. Honest solutions recorded none on the H200 (12 rows,
 # both DSLs, every family: benchmarks/results/2026-12-04-h200-session17-launch-lead.txt; every GPU solution's
 # compiles name their kernels: tests/test_validate.py).
-TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us", "unnamed_us")
+# unlinked_aten_us: part of torch_*_us, in kernels named after ATen that no aten operator launched (evidence only)
+TIME_FIELDS = ("dsl_us", "torch_compute_us", "torch_glue_us", "unnamed_us", "unlinked_aten_us")
 # GPU: time in kernels no DSL compile produced, in the median profiled call, over the eager reference's own device
 # time per call (the checker's baseline, which the kernel cannot touch), at which those kernels did the reference's
 # work whatever the DSL's share. The share rule alone compares two times the kernel controls: on the H200
@@ -82,6 +83,7 @@ class PooledWork:
     totals: dict[str, float] = field(default_factory=lambda: dict.fromkeys(TIME_FIELDS, 0.0))
     compute_ops: dict[str, int] = field(default_factory=dict)
     unnamed_kernels: dict[str, int] = field(default_factory=dict)
+    unlinked_aten_kernels: dict[str, int] = field(default_factory=dict)
     call_shares: list[float] = field(default_factory=list)
     call_compute_us: list[float] = field(default_factory=list)
     call_compute_elements: list[float] = field(default_factory=list)
@@ -96,6 +98,7 @@ class PooledWork:
         self.source = self.source or str(record.get("source", ""))[:40]
         _add_counts(self.compute_ops, record.get("compute_ops"))
         _add_counts(self.unnamed_kernels, record.get("unnamed_kernels"))
+        _add_counts(self.unlinked_aten_kernels, record.get("unlinked_aten_kernels"))
         share = _dsl_share(times)
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
@@ -171,6 +174,7 @@ class PooledWork:
     def as_evidence(self) -> dict[str, Any]:
         return {"source": self.source, **self.totals, "compute_ops": dict(self.compute_ops),
                 "unnamed_kernels": dict(self.unnamed_kernels),
+                "unlinked_aten_kernels": dict(self.unlinked_aten_kernels),
                 "dsl_share": self.share, "summed_share": self.summed_share, "profiled_calls": self.calls,
                 "lowest_call_share": min(self.call_shares, default=0.0)}
 

@@ -57,6 +57,12 @@ class WorkEvidence:
     # GPU: DSL-counted time in kernels the DSL's compiler never produced in this process (see the module docstring).
     unnamed_us: float = 0.0
     unnamed_kernels: dict[str, int] = field(default_factory=dict)  # their names -> count
+    # GPU, evidence only: kernels counted as PyTorch's by their name alone (named after ATen) that no aten operator,
+    # glue operators included, launched. A kernel's name is whoever compiled it's choice (NVRTC compiles one in
+    # `namespace at::native` as readily), so this is what a rule would count once honest solutions are shown to
+    # record none on the GPU's torch (problems/CONTRACT.md, "A yardstick the kernel cannot inflate").
+    unlinked_aten_us: float = 0.0
+    unlinked_aten_kernels: dict[str, int] = field(default_factory=dict)
     # GPU: device activity that began before the launch lead ended, i.e. before the call's `start` (draw_clock.py).
     early_us: float = 0.0
     early_events: dict[str, int] = field(default_factory=dict)  # their names -> count
@@ -101,6 +107,7 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
     # Compute operators only: the search costs (unlinked kernels) x (operators), which an honest loop of DSL
     # launches and glue ops must not pay; an unlinked kernel inside a glue operator (a copy) then counts as the DSL's.
     aten_ops = [event for event in frontend if event.name.startswith("aten::") and not _glue_op(event.name)]
+    glue_ops = [event for event in frontend if event.name.startswith("aten::") and _glue_op(event.name)]
     evidence = WorkEvidence("cupti_kernels")
     on_device = _without_lead(on_device, evidence)
     for event in on_device:
@@ -109,6 +116,9 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
         if not linked.startswith("aten::"):
             linked = named_under.get(name) or _enclosing_op(api_calls.get(event.id, []), aten_ops)
         kind = kernel_kind(name, linked)
+        if not linked and named_after_aten(name) and not _enclosing_op(api_calls.get(event.id, []), glue_ops):
+            evidence.unlinked_aten_us += duration
+            evidence.unlinked_aten_kernels[name[:80]] = evidence.unlinked_aten_kernels.get(name[:80], 0) + 1
         if kind == "glue":
             evidence.torch_glue_us += duration
         elif kind == "torch":
@@ -170,11 +180,16 @@ def kernel_kind(name: str, launched_under: str = "") -> str:
         return "torch"
     if launched_under.startswith("aten::"):
         return "glue" if _glue_op(launched_under) else "torch"
-    if "at::" in name or "at_cuda" in name:
+    if named_after_aten(name):
         return "glue" if any(word in lowered for word in GLUE_KERNEL_WORDS) else "torch"
     if lowered.startswith(RUNTIME_GLUE_PREFIXES):
         return "glue"
     return "dsl"
+
+
+def named_after_aten(name: str) -> bool:
+    """Whether a device event's name says PyTorch's ATen compiled it (what the name says, not who did)."""
+    return "at::" in name or "at_cuda" in name
 
 
 def cpu_profiler() -> Any:

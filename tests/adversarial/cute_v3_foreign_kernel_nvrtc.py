@@ -1,7 +1,7 @@
 # mkb-adversarial: dsl=cutedsl device=cuda expect=decoration
 # problem: mlp_norm/01_fused_add_rmsnorm
 # hack: a hand-written CUDA C++ rmsnorm compiled at run time with NVRTC and launched with the raw driver API (cuda-python, which CuTe DSL itself depends on) computes h and the normalised output in float32; the only CuTe kernel casts both to bfloat16 into the outputs, so they are DSL-written and fail under knockout and scramble; the NVRTC kernel is neither aten's nor named after ATen, so a record that calls every such kernel the DSL's reads a DSL share near 1
-# must be rejected because: no CuTe DSL compile produced the NVRTC kernel, so its time counts as work outside the DSL (work_evidence.unnamed_us) and the CuTe kernel's cast is the smaller share
+# must be rejected because: no CuTe DSL compile produced the NVRTC kernel, so its time counts as work outside the DSL (work_evidence.unnamed_us), and it is about half of each profiled call's device compute, over the 5 % bar (FOREIGN_SHARE_BAR; the share rule alone read ~50 % and passed it in 2 of 10 judgements on an H100, 2026-12-06)
 # skip-static: true
 import ctypes
 
