@@ -58,7 +58,7 @@ class WorkEvidence:
     unnamed_us: float = 0.0
     unnamed_kernels: dict[str, int] = field(default_factory=dict)  # their names -> count
     # GPU, evidence only: kernels counted as PyTorch's by their name alone (named after ATen) that no aten operator,
-    # glue operators included, launched. A kernel's name is whoever compiled it's choice (NVRTC compiles one in
+    # glue operators included, launched. A kernel's name is chosen by whoever compiled it (NVRTC compiles one in
     # `namespace at::native` as readily), so this is what a rule would count once honest solutions are shown to
     # record none on the GPU's torch (problems/CONTRACT.md, "A yardstick the kernel cannot inflate").
     unlinked_aten_us: float = 0.0
@@ -107,6 +107,7 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
     # Compute operators only: the search costs (unlinked kernels) x (operators), which an honest loop of DSL
     # launches and glue ops must not pay; an unlinked kernel inside a glue operator (a copy) then counts as the DSL's.
     aten_ops = [event for event in frontend if event.name.startswith("aten::") and not _glue_op(event.name)]
+    # Searched only for kernels named after ATen that nothing linked (evidence): PyTorch's own casts and fills.
     glue_ops = [event for event in frontend if event.name.startswith("aten::") and _glue_op(event.name)]
     evidence = WorkEvidence("cupti_kernels")
     on_device = _without_lead(on_device, evidence)
