@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 from mkb_ray.models import processes
 from mkb_ray.models.endpoints import Endpoint, EndpointError, ServeLLMEndpoint, VLLMProcessEndpoint, probe_completion
 from mkb_ray.models.roster import ModelSpec
-from mkb_ray.models.serve_config import SESSION_HEADER, CpuTuning, Placement
+from mkb_ray.models.serve_config import SESSION_HEADER, CpuTuning, GpuShare, Placement
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +53,7 @@ class ModelServer:
     def __init__(self, spec: ModelSpec, placement: Optional[Placement] = None, backend: Backend = "auto",
                  port: int = 0, startup_timeout_s: float = 900.0, stop_timeout_s: float = 60.0,
                  tuning: CpuTuning = CpuTuning(), models_dir: Optional[str] = None,
-                 log_dir: Optional[str] = None, gpu_role: Optional[dict[str, float]] = None,
-                 gpu_fraction: float = 1.0) -> None:
+                 log_dir: Optional[str] = None, gpu: GpuShare = GpuShare()) -> None:
         if not spec.is_local:
             raise ValueError(f"model '{spec.name}' is served by its API provider ({spec.api_litellm_id}); "
                              f"there is nothing to start")
@@ -67,8 +66,7 @@ class ModelServer:
         self.startup_timeout_s = startup_timeout_s
         self.stop_timeout_s = stop_timeout_s
         self.tuning = tuning
-        self.gpu_role = dict(gpu_role or {})   # on a `roles` cluster: the model-serving group's resource per GPU
-        self.gpu_fraction = gpu_fraction       # share of each GPU a replica asks for (a GPU shared with the judge)
+        self.gpu = gpu   # a GPU replica's share of each GPU and, on a `roles` cluster, its group's resource
         self.models_dir = Path(models_dir) if models_dir else None
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="mkb-model-server-"))
         self.state = ServerState()
@@ -79,8 +77,7 @@ class ModelServer:
 
     def _make(self, backend: str, source: str) -> Endpoint:
         if backend == "ray_serve_llm":
-            return ServeLLMEndpoint(self.spec, self.placement, source, self.port, self.tuning, self.gpu_role,
-                                    self.gpu_fraction)
+            return ServeLLMEndpoint(self.spec, self.placement, source, self.port, self.tuning, self.gpu)
         return VLLMProcessEndpoint(self.spec, self.placement, source, self.port, self.log_dir, self.tuning)
 
     def start(self) -> dict[str, Any]:
@@ -130,7 +127,7 @@ class ModelServer:
             "session_header": SESSION_HEADER,
             "placement": {"kind": self.placement, "backend": endpoint.backend if endpoint else None,
                           "num_gpus": self.spec.num_gpus, "tensor_parallel_size": self.spec.tensor_parallel_size,
-                          **({"gpu_fraction": self.gpu_fraction} if self.gpu_fraction < 1 else {}),
+                          **({"gpu_fraction": self.gpu.fraction} if self.gpu.shared else {}),
                           "min_replicas": self.spec.min_replicas, "max_replicas": self.spec.max_replicas},
             "port": endpoint.port if endpoint else self.port,
             "max_concurrency": self.spec.max_concurrency,

@@ -18,8 +18,8 @@ from mkb_ray.models import endpoints, processes
 from mkb_ray.models.endpoints import EndpointError, VLLMProcessEndpoint
 from mkb_ray.models.loopback import SETUP_HOOK_ENV_VAR, _loopback_address
 from mkb_ray.models.roster import get_model
-from mkb_ray.models.serve_config import (SESSION_HEADER, SESSION_ROUTER, CpuTuning, api_server_argv, cpu_list,
-                                         llm_config_kwargs, openai_app_config, vllm_env)
+from mkb_ray.models.serve_config import (SESSION_HEADER, SESSION_ROUTER, CpuTuning, GpuShare, api_server_argv,
+                                         cpu_list, llm_config_kwargs, openai_app_config, vllm_env)
 
 LOOPBACK_IPS = ("127.0.0.1", "::ffff:127.0.0.1", "::1")
 
@@ -101,15 +101,15 @@ def test_smollm2_on_a_gpu_shared_with_the_judge():
     assert engine["dtype"] == "bfloat16" and engine["enable_prompt_tokens_details"] is True
     assert engine["kernel_config"] == {"enable_flashinfer_autotune": False, "enable_cutedsl_warmup": False}
     assert "gpu_memory_utilization" not in engine and "placement_group_config" not in whole
-    half = llm_config_kwargs(spec, "gpu", "/models/smollm2", gpu_fraction=0.5)
+    half = llm_config_kwargs(spec, "gpu", "/models/smollm2", gpu=GpuShare(0.5))
     assert half["engine_kwargs"]["gpu_memory_utilization"] == 0.45
     assert half["placement_group_config"] == {"bundles": [{"GPU": 0.5}], "strategy": "STRICT_PACK"}
     assert half["runtime_env"]["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.5"
     assert "VLLM_RAY_PER_WORKER_GPUS" not in whole["runtime_env"]["env_vars"]
     # The CPU placement ignores a GPU share; a share outside (0, 1] is refused.
-    assert "gpu_memory_utilization" not in llm_config_kwargs(cpu_spec, "cpu", "/m", gpu_fraction=0.5)["engine_kwargs"]
+    assert "gpu_memory_utilization" not in llm_config_kwargs(cpu_spec, "cpu", "/m", gpu=GpuShare(0.5))["engine_kwargs"]
     with pytest.raises(ValueError, match="gpu_fraction"):
-        llm_config_kwargs(spec, "gpu", "/m", gpu_fraction=1.5)
+        GpuShare(1.5)
     # The plain vLLM process of the serving benchmark gets the same engine, config groups as JSON.
     argv = " ".join(api_server_argv(spec, "/models/smollm2", 8124, placement="gpu", python="python"))
     for part in ("--dtype bfloat16", "--enable-prompt-tokens-details",
@@ -122,7 +122,7 @@ def test_ray_serve_llm_passes_a_gpu_share_on_to_vllm():
     """Ray's own config model keeps our fractional bundle and tells vLLM's workers their share."""
     llm = pytest.importorskip("ray.serve.llm")
     spec = get_model("smollm2").on_gpu()
-    config = llm.LLMConfig(**llm_config_kwargs(spec, "gpu", "/models/x", gpu_fraction=0.5))
+    config = llm.LLMConfig(**llm_config_kwargs(spec, "gpu", "/models/x", gpu=GpuShare(0.5)))
     engine = config.get_engine_config()   # raises "Unknown engine argument" for a key vLLM does not know
     assert engine.placement_bundles == [{"GPU": 0.5}]
     assert engine.get_runtime_env_with_local_env_vars()["env_vars"]["VLLM_RAY_PER_WORKER_GPUS"] == "0.5"
@@ -370,11 +370,21 @@ def test_on_a_roles_cluster_gpu_replicas_ask_for_the_model_serving_group():
     from mkb_ray.campaign.placement import MODEL_RESOURCE, Placement
 
     spec = get_model("glm-5.3-flash")
-    kwargs = llm_config_kwargs(spec, "gpu", spec.hf_repo or "", gpu_role=Placement.of("roles").model_gpu)
+    roles = GpuShare(role=dict(Placement.of("roles").model_gpu))
+    kwargs = llm_config_kwargs(spec, "gpu", spec.hf_repo or "", gpu=roles)
     engine = llm.LLMConfig(**kwargs).get_engine_config()
     assert len(engine.placement_bundles) == spec.tensor_parallel_size
     assert all(b.get("GPU") == 1 and b.get(MODEL_RESOURCE) == 1 for b in engine.placement_bundles)
     assert "placement_group_config" not in llm_config_kwargs(spec, "gpu", spec.hf_repo or "")
     # A CPU model has no GPU bundle to tag.
     assert "placement_group_config" not in llm_config_kwargs(get_model("smollm2"), "cpu", "/m",
-                                                             gpu_role={MODEL_RESOURCE: 1.0})
+                                                             gpu=GpuShare(role={MODEL_RESOURCE: 1.0}))
+
+
+def test_mkb_serve_refuses_a_gpu_share_it_cannot_give(capsys):
+    """Bad usage exits 2 before anything starts: a share outside (0, 1], or a share of a GPU the model is not on."""
+    from mkb_ray.cli.serve import serve_main
+
+    assert serve_main("smollm2", device="cuda", gpu_fraction=1.5) == 2
+    assert serve_main("smollm2", gpu_fraction=0.5) == 2   # the roster puts SmolLM2 on the CPU
+    assert "--gpu-fraction 0.5: must be in (0, 1], and below 1 only on a GPU" in capsys.readouterr().err

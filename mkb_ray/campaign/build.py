@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Optional
 
+from ..models.serve_config import GpuShare
 from ..store import RunStore
 from .config import ExperimentConfig, config_hash, model_concurrency, resolve_agent
 from .placement import AGENT_RESOURCE, Placement
@@ -238,8 +239,7 @@ def start_campaign(run: CampaignRun, store: RunStore, options: RunOptions,
                                          keep_as=durable.name if durable else None, protocol=config.protocol,
                                          gpu_share=evaluator_gpu_share(config.scheduler.model_gpu_fraction))
         if config.synthetic is None:
-            services = ModelServices(gpu_role=dict(placement.model_gpu),
-                                     gpu_fraction=config.scheduler.model_gpu_fraction)
+            services = ModelServices(gpu=GpuShare(config.scheduler.model_gpu_fraction, dict(placement.model_gpu)))
             done = store.done_ids()
             waiting = sorted({t.model for t in run.plan if t.trial_id not in done})
             where = ", ".join(f"{m} on {'GPU' if run.roster[m].num_gpus else 'CPU'}" for m in waiting) or "none"

@@ -20,6 +20,7 @@ from typing import Any, Optional
 
 from ..actors.evaluator_slots import PoolLoad
 from ..checker.request import JudgeOptions
+from ..models.serve_config import GpuShare
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +170,7 @@ class ModelServices:
     """Our model servers (roster `local_vllm` models) for one campaign; API models need none."""
 
     models: dict[str, ServedModel] = field(default_factory=dict)
-    gpu_role: dict[str, float] = field(default_factory=dict)   # `roles` placement: GPU replicas' group resource
-    gpu_fraction: float = 1.0   # share of each GPU a replica asks for (scheduler.model_gpu_fraction)
+    gpu: GpuShare = field(default_factory=GpuShare)   # GPU replicas' placement (scheduler.model_gpu_fraction, roles)
 
     def start(self, specs: list[Any]) -> None:
         """Start a server for every local model in `specs` (in parallel) and wait until all serve."""
@@ -182,7 +182,7 @@ class ModelServices:
         for spec in specs:
             if not spec.is_local or spec.name in self.models:
                 continue
-            handle = make_model_server(spec, **self._placement())
+            handle = make_model_server(spec, gpu=self.gpu)
             pending[spec.name] = (spec, handle, handle.start.remote(), time.monotonic())
         for name, (spec, handle, ref, began) in pending.items():
             info = ray.get(ref, timeout=SERVER_START_TIMEOUT_S)
@@ -209,12 +209,6 @@ class ModelServices:
             log.warning("model server %s is unhealthy: %s", name, report.get("detail"))
         return bool(report.get("healthy"))
 
-    def _placement(self) -> dict[str, Any]:
-        placement: dict[str, Any] = {"gpu_role": dict(self.gpu_role)} if self.gpu_role else {}
-        if self.gpu_fraction < 1:
-            placement["gpu_fraction"] = self.gpu_fraction
-        return placement
-
     def restart(self, name: str) -> str:
         """Stop what is left of a model's server and start a fresh one; returns the new api_base."""
         import ray
@@ -232,7 +226,7 @@ class ModelServices:
             pass
         _wait_name_free(f"mkb-model-server:{name}")
         began = time.monotonic()
-        served.handle = make_model_server(served.spec, **self._placement())
+        served.handle = make_model_server(served.spec, gpu=self.gpu)
         info = ray.get(served.handle.start.remote(), timeout=SERVER_START_TIMEOUT_S)
         served.restarts, served.info = served.restarts + 1, info
         log.info("model server %s restarted in %.0f s at %s", name, time.monotonic() - began, served.api_base)

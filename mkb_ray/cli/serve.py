@@ -63,6 +63,7 @@ def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, bac
         spec = spec.on_gpu()
 
     from mkb_ray.actors.model_server import ModelServer
+    from mkb_ray.models.serve_config import GpuShare
     from mkb_ray.models.local_ray import init_local_ray
 
     stop = threading.Event()
@@ -77,7 +78,7 @@ def serve_main(model: str, roster_dir: Path | None = None, port: int = 8000, bac
     # After Ray's start: its core worker installs a SIGTERM handler that aborts the process (no clean stop, measured
     # 2026-12-06: exit -6 with the replicas left to Ray's teardown); ours must be the one that runs.
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    server = ModelServer(spec, backend=backend, port=port, gpu_fraction=gpu_fraction)  # type: ignore[arg-type]
+    server = ModelServer(spec, backend=backend, port=port, gpu=GpuShare(gpu_fraction))  # type: ignore[arg-type]
     try:
         print(f"starting {spec.name} (first start converts the model and loads vLLM: about a minute on 2 cores)",
               flush=True)

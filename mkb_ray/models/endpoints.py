@@ -21,7 +21,8 @@ import httpx
 
 from mkb_ray.models import processes
 from mkb_ray.models.roster import ModelSpec, safe_name
-from mkb_ray.models.serve_config import LOOPBACK, CpuTuning, Placement, api_server_argv, openai_app_config, vllm_env
+from mkb_ray.models.serve_config import (LOOPBACK, CpuTuning, GpuShare, Placement, api_server_argv, openai_app_config,
+                                         vllm_env)
 
 logger = logging.getLogger(__name__)
 
@@ -84,11 +85,8 @@ class ServeLLMEndpoint:
     backend = "ray_serve_llm"
 
     def __init__(self, spec: ModelSpec, placement: Placement, model_source: str, port: int,
-                 tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
-                 gpu_fraction: float = 1.0) -> None:
-        self.spec, self.placement, self.model_source, self.tuning = spec, placement, model_source, tuning
-        self.gpu_role = dict(gpu_role or {})   # a cluster's model-serving resource per GPU (serve_config.py)
-        self.gpu_fraction = gpu_fraction       # share of each GPU a replica asks for (serve_config.py)
+                 tuning: CpuTuning = CpuTuning(), gpu: GpuShare = GpuShare()) -> None:
+        self.spec, self.placement, self.model_source, self.tuning, self.gpu = spec, placement, model_source, tuning, gpu
         self.app_name = f"mkb-{safe_name(spec.name)}"
         self.route = f"/{safe_name(spec.name)}"
         self.port = port
@@ -113,8 +111,7 @@ class ServeLLMEndpoint:
         except Exception:  # noqa: BLE001 - details are best-effort; the requested port stands
             pass
         self.api_base = self._api_base()
-        app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning,
-                                                 self.gpu_role, self.gpu_fraction))
+        app = build_openai_app(openai_app_config(self.spec, self.placement, self.model_source, self.tuning, self.gpu))
         serve.run(app, name=self.app_name, route_prefix=self.route, blocking=False)
         detail = "not probed"
 

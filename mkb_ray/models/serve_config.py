@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
 from mkb_ray.models.loopback import loopback_runtime_env
@@ -33,6 +33,27 @@ class CpuTuning:
     reserved_cpus: int = 0  # VLLM_CPU_NUM_OF_RESERVED_CPU: vLLM otherwise reserves one core, leaving compute one
     omp_threads_bind: Optional[str] = None  # VLLM_CPU_OMP_THREADS_BIND; None = the cores this process may use
     max_num_seqs: int = 16  # concurrent sequences; each costs KV cache and CPU time
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """How a GPU replica is placed (ignored on the CPU). `fraction`: the share of each GPU a replica's bundle asks for,
+    below 1 on a host whose GPU also runs an evaluator (`scheduler.model_gpu_fraction`); Ray Serve LLM passes a
+    fractional bundle on to vLLM's workers. `role`: a cluster's model-serving resource per GPU
+    (mkb_ray.campaign.placement, `roles`): each engine GPU's bundle asks for it too, so replicas land only on the
+    model-serving group, never on an evaluator's node."""
+
+    fraction: float = 1.0
+    role: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fraction <= 1:
+            raise ValueError(f"gpu_fraction must be in (0, 1], got {self.fraction}")
+
+    @property
+    def shared(self) -> bool:
+        """Whether the replica shares each of its GPUs with other work."""
+        return self.fraction < 1
 
 
 def cpu_list(cpus: Optional[list[int]] = None) -> str:
@@ -66,11 +87,9 @@ def vllm_env(placement: Placement, tuning: CpuTuning = CpuTuning()) -> dict[str,
 
 
 def engine_kwargs(spec: ModelSpec, placement: Placement, tuning: CpuTuning = CpuTuning(),
-                  gpu_fraction: float = 1.0) -> dict[str, Any]:
-    """vLLM engine + OpenAI front-end arguments (snake_case), shared by both serving paths. `gpu_fraction` below 1:
-    the engine shares each of its GPUs with other work (a one-GPU host's evaluator) and sizes its memory to match."""
-    if not 0 < gpu_fraction <= 1:
-        raise ValueError(f"gpu_fraction must be in (0, 1], got {gpu_fraction}")
+                  gpu: GpuShare = GpuShare()) -> dict[str, Any]:
+    """vLLM engine + OpenAI front-end arguments (snake_case), shared by both serving paths. A shared GPU (`gpu`): the
+    engine sizes its memory to its share of each GPU (the rest is a one-GPU host's evaluator's)."""
     kwargs: dict[str, Any] = {
         "max_model_len": spec.context_length,
         # Agents resend the whole transcript every turn: the shared prefix is the bulk of each prompt.
@@ -96,9 +115,9 @@ def engine_kwargs(spec: ModelSpec, placement: Placement, tuning: CpuTuning = Cpu
             kwargs["dtype"] = spec.gpu_dtype
         if not spec.gpu_kernel_warmup:
             kwargs["kernel_config"] = {"enable_flashinfer_autotune": False, "enable_cutedsl_warmup": False}
-        if gpu_fraction < 1:
+        if gpu.shared:
             # vLLM's share of GPU memory; the 0.9 is its own default headroom, applied to our share of the GPU.
-            kwargs["gpu_memory_utilization"] = round(0.9 * gpu_fraction, 3)
+            kwargs["gpu_memory_utilization"] = round(0.9 * gpu.fraction, 3)
     return kwargs
 
 
@@ -109,15 +128,11 @@ def _autoscaling(spec: ModelSpec) -> dict[str, Any]:
 
 
 def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
-                      gpu_fraction: float = 1.0) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu: GpuShare = GpuShare()) -> dict[str, Any]:
     """`ray.serve.llm.LLMConfig(**kwargs)` for one roster model.
 
-    `model_source` is a local model directory (CPU: the converted SmolLM2) or the HF repo id (GPU). `gpu_role`: a
-    cluster's model-serving resource per GPU (mkb_ray.campaign.placement, `roles`): each engine GPU's bundle asks
-    for it too, so replicas land only on the model-serving group, never on an evaluator's node. `gpu_fraction`: the
-    share of each GPU a replica's bundle asks for (below 1 on a host whose GPU also runs an evaluator); Ray Serve
-    LLM passes a fractional bundle on to vLLM's workers.
+    `model_source` is a local model directory (CPU: the converted SmolLM2) or the HF repo id (GPU); `gpu`: how a GPU
+    replica is placed (`GpuShare`).
     """
     if not spec.is_local:
         raise ValueError(f"model '{spec.name}' is served through an API ({spec.api_litellm_id}), not by vLLM")
@@ -134,22 +149,22 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
         # The replica actor itself only waits on the engine process: it takes no CPU slot, so a 2-CPU Ray keeps
         # one slot for the evaluator (the engine's placement bundle takes the other).
         deployment["ray_actor_options"] = {"num_cpus": 0}
-    share = gpu_fraction if placement == "gpu" else 1.0   # a CPU engine has no GPU to share
+    gpu = gpu if placement == "gpu" else GpuShare()   # a CPU engine has no GPU to share or to place
     env = vllm_env(placement, tuning)
     extra: dict[str, Any] = {}
-    if placement == "gpu" and (gpu_role or share < 1):
+    if gpu.role or gpu.shared:
         # One bundle per tensor-parallel rank, all on one node (a TP group shares NVLink).
-        bundles = [{"GPU": share, **(gpu_role or {})} for _ in range(spec.tensor_parallel_size)]
+        bundles = [{"GPU": gpu.fraction, **gpu.role} for _ in range(spec.tensor_parallel_size)]
         extra["placement_group_config"] = {"bundles": bundles, "strategy": "STRICT_PACK"}
-    if share < 1:
+    if gpu.shared:
         # Said to vLLM's Ray workers too, which otherwise ask for whole GPUs and fit no fractional bundle (vLLM 0.26
         # reads it in the engine process, which inherits the replica's environment; measured on an H100, 2026-12-06).
-        env["VLLM_RAY_PER_WORKER_GPUS"] = str(share)
+        env["VLLM_RAY_PER_WORKER_GPUS"] = str(gpu.fraction)
     return {
         **extra,
         "model_loading_config": {"model_id": spec.name, "model_source": model_source},
         "accelerator_config": {"kind": placement},
-        "engine_kwargs": engine_kwargs(spec, placement, tuning, share),
+        "engine_kwargs": engine_kwargs(spec, placement, tuning, gpu),
         "deployment_config": deployment,
         # Our hook replaces Ray LLM's no-op one; it keeps replica gRPC servers on loopback.
         "runtime_env": loopback_runtime_env(env),
@@ -158,12 +173,11 @@ def llm_config_kwargs(spec: ModelSpec, placement: Placement, model_source: str,
 
 
 def openai_app_config(spec: ModelSpec, placement: Placement, model_source: str,
-                      tuning: CpuTuning = CpuTuning(), gpu_role: Optional[dict[str, float]] = None,
-                      gpu_fraction: float = 1.0) -> dict[str, Any]:
+                      tuning: CpuTuning = CpuTuning(), gpu: GpuShare = GpuShare()) -> dict[str, Any]:
     """`ray.serve.llm.build_openai_app(config)` for one model behind its own OpenAI-compatible ingress."""
     ingress_max = max(1, spec.max_replicas) if placement == "gpu" else 1
     return {
-        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning, gpu_role, gpu_fraction)],
+        "llm_configs": [llm_config_kwargs(spec, placement, model_source, tuning, gpu)],
         "ingress_deployment_config": {
             # The ingress only forwards requests: on a 2-core machine it must not hold a CPU slot.
             "ray_actor_options": {"num_cpus": 0, "runtime_env": loopback_runtime_env()},
