@@ -54,8 +54,9 @@ FOREIGN_YARDSTICK = EAGER_YARDSTICK
 # took about as long, the share rule read ~50 % against its 50 % bar, and 2 of 10 judgements passed it
 # (benchmarks/results/2026-12-06-gpu-serving-proof-h100-session30.txt); a spin in the cast would pass it always.
 # Honest solutions ran no such kernel in any of the 59 GPU rows judged with the names (2026-12-05; not yet all 148),
-# so a small bar cost them nothing there; to pass it a kernel must spend 19 times the foreign kernel's time in the DSL. Every call, not the median: the time is not the
-# noisy part here, the names are exact, and an honest call reads 0.
+# so a small bar cost them nothing there; to pass it a kernel must spend 19 times the foreign kernel's time in the
+# DSL. Every call, not the median: the time is not the noisy part here, the names are exact, and an honest call
+# reads 0.
 FOREIGN_SHARE_BAR = 0.05
 
 
