@@ -104,9 +104,9 @@ class PooledWork:
         self.call_shares.append(share)
         self.call_compute_us.append(times["torch_compute_us"])
         self.call_compute_elements.append(microseconds(record.get("torch_compute_elements")))
-        self.call_foreign_us.append(foreign_us(times))
-        self.call_foreign_shares.append(_share(foreign_us(times), times["dsl_us"] - foreign_us(times)
-                                               + times["torch_compute_us"]))
+        foreign = foreign_us(times)
+        self.call_foreign_us.append(foreign)
+        self.call_foreign_shares.append(_share(foreign, times["dsl_us"] - foreign + times["torch_compute_us"]))
         return share
 
     @property

@@ -114,10 +114,11 @@ def summarise(profile: Any, compiled_kernels: Collection[str] = ()) -> WorkEvide
     for event in on_device:
         name, duration = event.name, float(event.time_range.elapsed_us())
         linked = ops.get(getattr(event, "linked_correlation_id", 0) or -1, "")
+        launches = api_calls.get(event.id, [])
         if not linked.startswith("aten::"):
-            linked = named_under.get(name) or _enclosing_op(api_calls.get(event.id, []), aten_ops)
+            linked = named_under.get(name) or _enclosing_op(launches, aten_ops)
         kind = kernel_kind(name, linked)
-        if not linked and named_after_aten(name) and not _enclosing_op(api_calls.get(event.id, []), glue_ops):
+        if not linked and named_after_aten(name) and not _enclosing_op(launches, glue_ops):
             evidence.unlinked_aten_us += duration
             evidence.unlinked_aten_kernels[name[:80]] = evidence.unlinked_aten_kernels.get(name[:80], 0) + 1
         if kind == "glue":
